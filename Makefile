@@ -1,0 +1,125 @@
+# tern — one GNU Makefile for the library, the command, the tests and the cross build.
+#
+#   make            libtern.a and the tern command (build/)
+#   make test       install what is missing, fetch the models, build, run every test
+#   make chat       install what is missing, fetch the default model, start a chat
+#   make asan       the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make arm64      cross-build for aarch64 (build-arm64/)
+#   make install PREFIX=/usr/local
+#
+# Sources are found by wildcard: a new .c file in a module folder is part of the library.
+# Files named *_avx2.c, *_avx512.c, *_neon.c, *_neon_dotprod.c get their ISA's flags only and
+# are compiled only for their architecture (run-time dispatch picks among them).
+
+CC       ?= cc
+AR       ?= ar
+PREFIX   ?= /usr/local
+BUILD    ?= build
+ARCH     ?= $(shell $(CC) -dumpmachine | cut -d- -f1)
+
+WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter
+ifneq ($(CI),)
+WARN     += -Werror
+endif
+OPT      ?= -O2 -g
+CPPFLAGS += -Iinclude -I. -D_GNU_SOURCE
+CFLAGS   += -std=c11 $(OPT) $(WARN) -fPIC -pthread -MMD -MP
+LDLIBS   += -lm -ldl -pthread
+
+# ---- sources ----------------------------------------------------------------------------------
+MODULE_DIRS := gguf quant kernels/cpu kernels/opencl engine
+ALL_LIB_SRC := $(foreach d,$(MODULE_DIRS),$(wildcard $(d)/*.c))
+X86_SRC     := $(filter %_avx2.c %_avx512.c,$(ALL_LIB_SRC))
+ARM_SRC     := $(filter %_neon.c %_neon_dotprod.c,$(ALL_LIB_SRC))
+ifeq ($(ARCH),x86_64)
+LIB_SRC     := $(filter-out $(ARM_SRC),$(ALL_LIB_SRC))
+else ifeq ($(ARCH),aarch64)
+LIB_SRC     := $(filter-out $(X86_SRC),$(ALL_LIB_SRC))
+else
+LIB_SRC     := $(filter-out $(X86_SRC) $(ARM_SRC),$(ALL_LIB_SRC))
+endif
+GEN_SRC     :=
+include engine/gen.mk
+
+LIB_OBJ     := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC) $(GEN_SRC))
+TOOL_SRC    := $(wildcard tools/*.c)
+TOOL_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(TOOL_SRC))
+TEST_SUPPORT_SRC := $(wildcard tests/support/*.c)
+TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SUPPORT_SRC))
+TEST_SRC    := $(wildcard tests/test_*.c)
+TEST_BIN    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+
+LIB         := $(BUILD)/libtern.a
+TERN        := $(BUILD)/tern
+
+# Per-ISA flags: only the files of that ISA are built with them.
+$(BUILD)/%_avx2.o:         ISA_FLAGS := -mavx2 -mfma -mf16c
+$(BUILD)/%_avx512.o:       ISA_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+$(BUILD)/%_neon_dotprod.o: ISA_FLAGS := -march=armv8.2-a+dotprod+fp16
+# quant/ reference code must match the reference quantizer bit for bit: no FMA contraction.
+$(BUILD)/quant/%.o:        ISA_FLAGS := -ffp-contract=off
+
+.PHONY: all lib tern test check asan arm64 install chat setup deps models clean format
+all: $(LIB) $(TERN)
+lib: $(LIB)
+tern: $(TERN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(ISA_FLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(TERN): $(TOOL_OBJ) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJ) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -lcmocka
+
+# ---- set-up: packages and models (tools/setup.sh says what and why) --------------------------
+deps:
+	@bash tools/setup.sh deps
+models:
+	@bash tools/setup.sh models
+setup: deps models
+
+# ---- tests ------------------------------------------------------------------------------------
+# Every tests/test_*.c is one cmocka executable; tests/run.sh runs them all plus the shell tests.
+check: all $(TEST_BIN)
+	@BUILD=$(BUILD) bash tests/run.sh
+
+test: setup
+	@$(MAKE) --no-print-directory check
+
+asan:
+	@$(MAKE) --no-print-directory check BUILD=build-asan CC=clang \
+	  OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  LDFLAGS="-fsanitize=address,undefined"
+
+arm64:
+	@$(MAKE) --no-print-directory all $(patsubst $(BUILD)/%,build-arm64/%,$(TEST_BIN)) \
+	  BUILD=build-arm64 CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar ARCH=aarch64
+
+# ---- chat: the README's first command ---------------------------------------------------------
+chat: setup all
+	@bash tools/setup.sh chat
+
+# ---- install ----------------------------------------------------------------------------------
+install: $(LIB) $(TERN)
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libtern.a
+	install -m 644 include/tern.h $(DESTDIR)$(PREFIX)/include/tern.h
+	install -m 755 $(TERN) $(DESTDIR)$(PREFIX)/bin/tern
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define TERN_VERSION "\(.*\)"/\1/p' include/tern.h)|g' \
+	  tools/tern.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tern.pc
+
+format:
+	clang-format -i $(ALL_LIB_SRC) $(TOOL_SRC) $(TEST_SRC) $(wildcard */*.h */*/*.h include/*.h)
+
+clean:
+	rm -rf build build-asan build-arm64
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,37 @@
+/*
+ * Error reporting and checked arithmetic shared by every layer of the library.
+ * It lives in the lowest layer (gguf/) so that every layer above can use it.
+ */
+#ifndef TERN_GGUF_ERROR_H
+#define TERN_GGUF_ERROR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tern.h"
+
+/* Fill err (which may be NULL) with a status and a printf-style message; returns the status so
+ * callers can write `return tern_error_set(err, TERN_ERR_FORMAT, "...")`. */
+tern_status tern_error_set(tern_error *err, tern_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Broken internal invariants (never bad input) stop the program, in release builds too. */
+#define TERN_ASSERT(cond)                                                                       \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
+            fprintf(stderr, "tern: internal error: %s at %s:%d\n", #cond, __FILE__, __LINE__);  \
+            abort();                                                                            \
+        }                                                                                       \
+    } while (0)
+
+/* Checked arithmetic: return 1 on overflow and leave *out unspecified. */
+static inline int tern_mul_overflows_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return __builtin_mul_overflow(a, b, out);
+}
+static inline int tern_add_overflows_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return __builtin_add_overflow(a, b, out);
+}
+
+#endif

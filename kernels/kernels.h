@@ -1,0 +1,86 @@
+/*
+ * kernels/ — CPU compute kernels behind one dispatch table.
+ *
+ * Kernels are pure: no allocation, no I/O, no threads, no globals. The engine splits work
+ * (rows of a weight matrix, heads of attention) across its thread pool and calls these on
+ * ranges. `ref` (plain C) fills every entry and is the oracle; ISA files (avx2, neon, ...)
+ * override what they speed up. tern_cpu_kernels_init picks from the CPU's features.
+ *
+ * Quantized products: a weight row of type T is multiplied with an activation row stored in T's
+ * "dot format" (tern_dot_format): Q8_K blocks for the K-quants, Q8_0 blocks for the 32-element
+ * formats, plain f32 for F32/F16/BF16. The integer sums are exact, so fast kernels differ from
+ * the reference only in the order of float additions.
+ */
+#ifndef TERN_KERNELS_H
+#define TERN_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+
+/* The activation format a weight type's dot product consumes (a tern_type). */
+uint32_t tern_dot_format(uint32_t weight_type);
+/* Bytes of one activation row of k elements in the dot format of weight_type. */
+size_t tern_dot_row_bytes(uint32_t weight_type, int64_t k);
+
+/* y[i * y_stride + r] = dot(W row r, X row i) for r < n_rows, i < m.
+ * W: n_rows rows of k elements of the weight type, w_stride bytes apart.
+ * X: m rows in the weight type's dot format, x_stride bytes apart.
+ * Precondition: k is a multiple of the weight type's block size. */
+typedef void (*tern_gemm_fn)(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                             const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
+                             int64_t y_stride);
+
+/* Quantize one f32 row of k elements into a dot format (Q8_0 or Q8_K blocks, or a copy for F32). */
+typedef void (*tern_quantize_act_fn)(const float *restrict x, void *restrict out, int64_t k);
+
+/* One attention head for one query: out[0..dv) = softmax(scale * q.K^T) V over n_kv cached
+ * positions. K and V rows are fp16, k_stride / v_stride elements apart. scores is scratch of
+ * n_kv floats. Accumulation is f32. */
+typedef void (*tern_attn_head_fn)(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
+                                  const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
+                                  size_t v_stride, float scale, float *restrict scores,
+                                  float *restrict out);
+
+typedef struct tern_cpu_kernels {
+    const char *isa; /* "ref", "avx2", "avx512vnni", "neon", "neon-dotprod" */
+
+    tern_gemm_fn gemm[TERN_TYPE_COUNT];                /* per weight type; NULL = unsupported */
+    tern_quantize_act_fn quantize_act[TERN_TYPE_COUNT]; /* per dot format (Q8_0, Q8_K, F32) */
+
+    /* y = x * w / sqrt(mean(x^2) + eps) over n elements (sum of squares accumulated in double
+     * by the reference). */
+    void (*rmsnorm)(int64_t n, const float *restrict x, const float *restrict w, float eps,
+                    float *restrict y);
+    /* Rotate n_heads heads of head_dim in place by precomputed (cos, sin) pairs for pairs
+     * k < n_rot/2. neox = 0: pair (x[2k], x[2k+1]); neox = 1: pair (x[k], x[k + n_rot/2]). */
+    void (*rope)(float *restrict x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                 const float *restrict cos_sin, int neox);
+    tern_attn_head_fn attn_head;
+    /* out = silu(gate) * up ;  out = gelu_tanh(gate) * up */
+    void (*silu_mul)(int64_t n, const float *restrict gate, const float *restrict up, float *restrict out);
+    void (*gelu_mul)(int64_t n, const float *restrict gate, const float *restrict up, float *restrict out);
+    /* y += x */
+    void (*add)(int64_t n, const float *restrict x, float *restrict y);
+    /* f32 -> f16 row (KV cache stores), f16 -> f32 row */
+    void (*f32_to_f16)(int64_t n, const float *restrict x, uint16_t *restrict y);
+    void (*f16_to_f32)(int64_t n, const uint16_t *restrict x, float *restrict y);
+} tern_cpu_kernels;
+
+/* Fill k with the best kernels this CPU runs. force_isa (NULL = from the TERN_ISA environment
+ * variable, else automatic) names a path: "ref", "avx2", "avx512vnni", "neon", "neon-dotprod".
+ * Returns TERN_ERR_UNSUPPORTED when a forced path cannot run on this CPU. */
+tern_status tern_cpu_kernels_init(tern_cpu_kernels *k, const char *force_isa, tern_error *err);
+
+/* The reference table (every entry set). */
+void tern_cpu_kernels_ref(tern_cpu_kernels *k);
+
+/* What the CPU offers, for `tern info --cpu` and bench records. */
+typedef struct tern_cpu_features {
+    int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avxvnni; /* x86-64 */
+    int neon, dotprod, fp16;                                              /* aarch64 */
+} tern_cpu_features;
+void tern_cpu_features_detect(tern_cpu_features *f);
+
+#endif
