@@ -104,6 +104,7 @@ uint64_t tern_gguf_data_offset(const tern_gguf *g); /* file offset of the data s
 int64_t tern_gguf_kv_count(const tern_gguf *g);
 /* Index of key, or -1. */
 int64_t tern_gguf_find_key(const tern_gguf *g, const char *key);
+/* Key and value type of record i; {NULL, 0} and TERN_GGUF_VTYPE_COUNT when i is out of range. */
 tern_gguf_str tern_gguf_key_at(const tern_gguf *g, int64_t i);
 tern_gguf_vtype tern_gguf_type_at(const tern_gguf *g, int64_t i);
 
@@ -135,6 +136,10 @@ typedef struct tern_gguf_array {
 } tern_gguf_array;
 tern_status tern_gguf_get_array(const tern_gguf *g, const char *key, tern_gguf_array *out,
                                 tern_error *err);
+/* Same, and TERN_ERR_TYPE unless the elements are of elem_type (the message names the key, the
+ * stored element type and the asked one): vocab arrays must be checked this way, never cast. */
+tern_status tern_gguf_get_array_of(const tern_gguf *g, const char *key, tern_gguf_vtype elem_type,
+                                   tern_gguf_array *out, tern_error *err);
 /* Element i of a STRING array (bounds checked at open time; i must be < count). */
 tern_gguf_str tern_gguf_array_str(const tern_gguf *g, const tern_gguf_array *a, uint64_t i);
 

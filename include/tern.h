@@ -45,6 +45,169 @@ typedef struct tern_error {
 /* A short constant name for a status ("format error", ...). */
 const char *tern_status_name(tern_status status);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Models                                                                                      */
+
+typedef struct tern_model tern_model;
+
+/* Open a GGUF file (mmap, read-only), validate it, bind the weights of a supported architecture
+ * (llama, qwen2, gemma3) and load its tokenizer. Nothing is computed yet. */
+tern_status tern_model_load(const char *path, tern_model **out, tern_error *err);
+void tern_model_free(tern_model *model);
+
+typedef struct tern_model_info {
+    const char *architecture;   /* "llama" */
+    const char *name;           /* general.name or the file name */
+    int64_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    uint64_t n_params;          /* elements of every weight tensor */
+    uint64_t weight_bytes;      /* bytes of every tensor */
+    double bits_per_weight;
+    char quant_mix[160];        /* "Q4_K x25, Q6_K x5, F32 x9" (largest share first) */
+    bool weights_are_float;     /* F16/F32/BF16 hold most bytes: quantize it (tern quantize) */
+    bool tied_output;
+    const char *tokenizer;      /* "spm" or "bpe (llama3)" ... */
+    const char *chat_format;    /* "chatml", "llama3", "gemma", ... or "plain" */
+    const char *warning;        /* load-time warning, or "" */
+} tern_model_info;
+void tern_model_get_info(const tern_model *model, tern_model_info *info);
+int64_t tern_model_n_vocab(const tern_model *model);
+
+/* What a run at n_ctx needs, against what the machine has (the memory plan). */
+typedef struct tern_memory_plan {
+    int64_t n_ctx, n_batch;
+    uint64_t weights, kv_cache, scratch, total;
+    uint64_t available;   /* MemAvailable now (0 if unknown) */
+    bool fits;            /* total <= available (true when unknown) */
+    int64_t max_ctx_fit;  /* the largest context that fits (0 if even weights do not) */
+} tern_memory_plan;
+void tern_model_plan_memory(const tern_model *model, int64_t n_ctx, int64_t n_batch, tern_memory_plan *plan);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tokens                                                                                      */
+
+/* Text -> token ids. parse_special = false keeps text like "<|im_end|>" plain text (user input).
+ * When cap is too small: TERN_ERR_INVALID_ARG with the needed count in *n_tokens. */
+tern_status tern_tokenize(const tern_model *model, const char *text, size_t len, bool add_bos, bool parse_special,
+                          int32_t *tokens, size_t cap, size_t *n_tokens, tern_error *err);
+/* The bytes a token stands for (may be part of a UTF-8 character); control tokens print only
+ * when `special`. The pointer stays valid while the model lives. */
+tern_status tern_token_piece(const tern_model *model, int32_t token, bool special, const char **piece,
+                             size_t *len);
+int32_t tern_token_bos(const tern_model *model); /* -1 when the model has none */
+bool tern_token_is_eog(const tern_model *model, int32_t token); /* end of generation: EOS, EOT, ... */
+
+/* Streaming detokenizer: feeds token pieces, hands back only complete UTF-8 characters. */
+typedef struct tern_detokenizer {
+    const tern_model *model;
+    unsigned char pending[8];
+    size_t n_pending;
+    bool at_start;
+} tern_detokenizer;
+void tern_detokenizer_init(tern_detokenizer *d, const tern_model *model);
+/* Appends the printable bytes for token to out (cap bytes); returns the number of bytes written. */
+size_t tern_detokenizer_push(tern_detokenizer *d, int32_t token, char *out, size_t cap);
+/* Whatever incomplete bytes remain, replaced by U+FFFD. */
+size_t tern_detokenizer_flush(tern_detokenizer *d, char *out, size_t cap);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Chat formats: recognised from tokenizer.chat_template; template code is never executed.      */
+
+typedef struct tern_chat_message {
+    const char *role; /* "system", "user", "assistant" */
+    const char *content;
+} tern_chat_message;
+
+/* Tokenize a conversation in the model's chat format. Message text is tokenized with special
+ * tokens NOT parsed (user text cannot inject control tokens); the format's markers are. With
+ * add_generation_prompt the assistant's turn is opened. BOS is added when the model wants it. */
+tern_status tern_chat_tokenize(const tern_model *model, const tern_chat_message *messages, size_t n_messages,
+                               bool add_generation_prompt, int32_t *tokens, size_t cap, size_t *n_tokens,
+                               tern_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Contexts: a KV cache, a backend and the scratch to run the model.                            */
+
+typedef struct tern_context tern_context;
+
+typedef enum tern_backend_kind {
+    TERN_BACKEND_AUTO = 0, /* a GPU that passes the self-test, else the CPU */
+    TERN_BACKEND_CPU = 1,
+    TERN_BACKEND_OPENCL = 2,
+} tern_backend_kind;
+
+typedef struct tern_context_params {
+    int64_t n_ctx;        /* 0: 4096, or the trained length if smaller */
+    int64_t n_batch;      /* prompt tokens per forward pass; 0: 512 */
+    int n_threads;        /* 0: auto = the performance cores */
+    tern_backend_kind backend;
+    int device;           /* OpenCL device index (-1: automatic) */
+    const char *isa;      /* CPU kernel path ("ref", "avx2", ...); NULL: automatic (TERN_ISA) */
+    bool force;           /* allow n_ctx above the trained length and a plan over MemAvailable */
+    bool logits_all;      /* keep the logits of every position of a batch (perplexity) */
+    bool check_numerics;  /* check every layer's output for inf/NaN (slow) */
+    const volatile int *abort_flag; /* when non-zero, evaluation stops between batches */
+} tern_context_params;
+
+tern_context_params tern_context_default_params(void);
+
+/* Plans memory (weights + KV + scratch against MemAvailable), picks the backend and threads,
+ * allocates everything. Over the plan: TERN_ERR_NOMEM with the numbers and the fix. */
+tern_status tern_context_create(tern_model *model, const tern_context_params *params, tern_context **out,
+                                tern_error *err);
+void tern_context_free(tern_context *ctx);
+
+typedef struct tern_context_info {
+    char backend[160];        /* "cpu (avx2, 2 threads)" */
+    char backend_reason[160]; /* why this backend was chosen */
+    int n_threads;
+    int64_t n_ctx, n_batch;
+    uint64_t kv_bytes, scratch_bytes, weight_bytes;
+    uint64_t mem_available; /* bytes, at planning time (0 if unknown) */
+    char threads_reason[160];
+} tern_context_info;
+void tern_context_get_info(const tern_context *ctx, tern_context_info *info);
+
+/* Evaluate tokens at the current position (in batches of n_batch), then advance it. Afterwards
+ * tern_get_logits gives the next-token logits of the last token. Refused before any work when
+ * the tokens do not fit in the context: TERN_ERR_CONTEXT_FULL. */
+tern_status tern_eval(tern_context *ctx, const int32_t *tokens, size_t n_tokens, tern_error *err);
+/* n_vocab logits after the last eval (of its last token); NULL before any eval. With
+ * logits_all, tern_get_logits_at(ctx, i) gives those of the i-th token of the last batch. */
+const float *tern_get_logits(const tern_context *ctx);
+const float *tern_get_logits_at(const tern_context *ctx, size_t i);
+int64_t tern_context_position(const tern_context *ctx); /* tokens in the KV cache */
+int64_t tern_context_size(const tern_context *ctx);     /* n_ctx */
+void tern_context_reset(tern_context *ctx);             /* empty the KV cache */
+/* Keep only the first n_keep positions of the KV cache (chat: reuse the common prefix). */
+tern_status tern_context_truncate(tern_context *ctx, int64_t n_keep, tern_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sampling                                                                                     */
+
+typedef struct tern_sampler_params {
+    float temperature;     /* <= 0: greedy */
+    int32_t top_k;         /* keep the k most likely tokens; 0 = off */
+    float top_p;           /* keep the smallest prefix whose probability reaches top_p; 1 = off */
+    float min_p;           /* drop tokens with p < min_p * p_max; 0 = off */
+    float repeat_penalty;  /* divides positive / multiplies negative logits of recent tokens; 1 = off */
+    int32_t repeat_last_n; /* how many accepted tokens the penalty looks back over; 0 = off */
+    uint64_t seed;
+} tern_sampler_params;
+
+typedef struct tern_sampler tern_sampler;
+
+/* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1.0, repeat_last_n 64, seed 0. */
+tern_sampler_params tern_sampler_default_params(void);
+tern_status tern_sampler_create(const tern_sampler_params *params, int n_vocab, tern_sampler **out,
+                                tern_error *err);
+/* Picks a token; non-finite logits -> TERN_ERR_NUMERICS. */
+tern_status tern_sampler_sample(tern_sampler *s, const float *logits, int n_vocab, int32_t *out_token,
+                                tern_error *err);
+/* Records a token (prompt or generated) for the repetition penalty. */
+tern_status tern_sampler_accept(tern_sampler *s, int32_t token, tern_error *err);
+void tern_sampler_reset(tern_sampler *s);
+void tern_sampler_free(tern_sampler *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,9 +19,11 @@
 
 #include "gguf/gguf.h"
 
-/* The activation format a weight type's dot product consumes (a tern_type). */
+/* The activation format a weight type's dot product consumes (a tern_type): F32 for F32/F16/BF16,
+ * Q8_0 for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, Q8_K for Q2_K..Q6_K; TERN_TYPE_COUNT for any other id. */
 uint32_t tern_dot_format(uint32_t weight_type);
-/* Bytes of one activation row of k elements in the dot format of weight_type. */
+/* Bytes of one activation row of k elements in the dot format of weight_type; 0 when the type has
+ * no dot format, k is not a positive whole number of blocks, or the size overflows size_t. */
 size_t tern_dot_row_bytes(uint32_t weight_type, int64_t k);
 
 /* y[i * y_stride + r] = dot(W row r, X row i) for r < n_rows, i < m.
@@ -50,17 +52,16 @@ typedef struct tern_cpu_kernels {
     tern_quantize_act_fn quantize_act[TERN_TYPE_COUNT]; /* per dot format (Q8_0, Q8_K, F32) */
 
     /* y = x * w / sqrt(mean(x^2) + eps) over n elements (sum of squares accumulated in double
-     * by the reference). */
-    void (*rmsnorm)(int64_t n, const float *restrict x, const float *restrict w, float eps,
-                    float *restrict y);
+     * by the reference). x may equal y (in-place norms). */
+    void (*rmsnorm)(int64_t n, const float *x, const float *restrict w, float eps, float *y);
     /* Rotate n_heads heads of head_dim in place by precomputed (cos, sin) pairs for pairs
      * k < n_rot/2. neox = 0: pair (x[2k], x[2k+1]); neox = 1: pair (x[k], x[k + n_rot/2]). */
     void (*rope)(float *restrict x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
                  const float *restrict cos_sin, int neox);
     tern_attn_head_fn attn_head;
-    /* out = silu(gate) * up ;  out = gelu_tanh(gate) * up */
-    void (*silu_mul)(int64_t n, const float *restrict gate, const float *restrict up, float *restrict out);
-    void (*gelu_mul)(int64_t n, const float *restrict gate, const float *restrict up, float *restrict out);
+    /* out = silu(gate) * up ;  out = gelu_tanh(gate) * up. out may equal gate (elementwise). */
+    void (*silu_mul)(int64_t n, const float *gate, const float *up, float *out);
+    void (*gelu_mul)(int64_t n, const float *gate, const float *up, float *out);
     /* y += x */
     void (*add)(int64_t n, const float *restrict x, float *restrict y);
     /* f32 -> f16 row (KV cache stores), f16 -> f32 row */
@@ -70,7 +71,9 @@ typedef struct tern_cpu_kernels {
 
 /* Fill k with the best kernels this CPU runs. force_isa (NULL = from the TERN_ISA environment
  * variable, else automatic) names a path: "ref", "avx2", "avx512vnni", "neon", "neon-dotprod".
- * Returns TERN_ERR_UNSUPPORTED when a forced path cannot run on this CPU. */
+ * "auto" or an empty name means automatic. Returns TERN_ERR_UNSUPPORTED when a forced path is not
+ * built into the library or cannot run on this CPU (the message lists the paths that can), and
+ * TERN_ERR_INVALID_ARG for an unknown name. On any return k holds a usable table (at least ref). */
 tern_status tern_cpu_kernels_init(tern_cpu_kernels *k, const char *force_isa, tern_error *err);
 
 /* The reference table (every entry set). */

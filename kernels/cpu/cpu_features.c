@@ -1,0 +1,109 @@
+/*
+ * CPU feature detection for the kernel dispatch table.
+ *
+ * x86-64: a feature counts only when the CPU reports it (cpuid) AND the operating system saves
+ * the register state it needs on context switches (XCR0 via xgetbv). A kernel using YMM or ZMM
+ * registers on an OS that does not save them would see its registers clobbered by other
+ * processes, so an unsaved state means "absent" here.
+ * aarch64 (Linux, Android): the kernel's hardware capability bits (getauxval(AT_HWCAP)).
+ */
+#include "kernels/kernels.h"
+
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
+#if defined(__x86_64__)
+
+/* CPUID.1:ECX */
+#define X86_ECX1_FMA (1u << 12)
+#define X86_ECX1_OSXSAVE (1u << 27)
+#define X86_ECX1_AVX (1u << 28)
+#define X86_ECX1_F16C (1u << 29)
+/* CPUID.(7,0):EBX / ECX */
+#define X86_EBX7_AVX2 (1u << 5)
+#define X86_EBX7_AVX512F (1u << 16)
+#define X86_EBX7_AVX512BW (1u << 30)
+#define X86_EBX7_AVX512VL (1u << 31)
+#define X86_ECX7_AVX512VNNI (1u << 11)
+/* CPUID.(7,1):EAX */
+#define X86_EAX71_AVXVNNI (1u << 4)
+/* XCR0: SSE + AVX (YMM upper halves); opmask + ZMM upper halves + ZMM16..31 */
+#define XCR0_YMM 0x06u
+#define XCR0_ZMM 0xE0u
+
+/* xgetbv is encoded by hand so that this file needs no -mxsave flag (the library is built
+ * without ISA flags; only *_avx2.c files get them). Call only when OSXSAVE is set. */
+static uint64_t read_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static void detect_x86(tern_cpu_features *f) {
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+        return;
+    const unsigned ecx1 = ecx;
+    if (!(ecx1 & X86_ECX1_OSXSAVE) || !(ecx1 & X86_ECX1_AVX))
+        return;
+    const uint64_t xcr0 = read_xcr0();
+    if ((xcr0 & XCR0_YMM) != XCR0_YMM)
+        return; /* no AVX state saved: every feature below is off */
+    const int zmm_saved = (xcr0 & XCR0_ZMM) == XCR0_ZMM;
+
+    f->fma = (ecx1 & X86_ECX1_FMA) != 0;
+    f->f16c = (ecx1 & X86_ECX1_F16C) != 0;
+    if (__get_cpuid_max(0, NULL) < 7)
+        return;
+    __cpuid_count(7, 0, eax, ebx, ecx, edx);
+    const unsigned max_leaf7 = eax;
+    f->avx2 = (ebx & X86_EBX7_AVX2) != 0;
+    if (zmm_saved) {
+        f->avx512f = (ebx & X86_EBX7_AVX512F) != 0;
+        f->avx512bw = f->avx512f && (ebx & X86_EBX7_AVX512BW) != 0;
+        f->avx512vl = f->avx512f && (ebx & X86_EBX7_AVX512VL) != 0;
+        f->avx512vnni = f->avx512f && (ecx & X86_ECX7_AVX512VNNI) != 0;
+    }
+    if (max_leaf7 >= 1) {
+        __cpuid_count(7, 1, eax, ebx, ecx, edx);
+        f->avxvnni = f->avx2 && (eax & X86_EAX71_AVXVNNI) != 0;
+    }
+}
+
+#elif defined(__aarch64__)
+
+/* Linux/Android AT_HWCAP bits for arm64 (asm/hwcap.h), spelled out here because older libc
+ * headers lack some of them. */
+#define ARM64_HWCAP_ASIMD (1ul << 1)
+#define ARM64_HWCAP_FPHP (1ul << 9)
+#define ARM64_HWCAP_ASIMDHP (1ul << 10)
+#define ARM64_HWCAP_ASIMDDP (1ul << 20)
+
+static void detect_arm64(tern_cpu_features *f) {
+#if defined(__linux__)
+    const unsigned long hw = getauxval(AT_HWCAP);
+    f->neon = (hw & ARM64_HWCAP_ASIMD) != 0;
+    f->dotprod = f->neon && (hw & ARM64_HWCAP_ASIMDDP) != 0;
+    f->fp16 = f->neon && (hw & ARM64_HWCAP_FPHP) != 0 && (hw & ARM64_HWCAP_ASIMDHP) != 0;
+#else
+    /* Advanced SIMD is part of every ARMv8-A profile; the optional extensions stay off where
+     * there is no portable way to ask. */
+    f->neon = 1;
+#endif
+}
+
+#endif
+
+void tern_cpu_features_detect(tern_cpu_features *f) {
+    memset(f, 0, sizeof *f);
+#if defined(__x86_64__)
+    detect_x86(f);
+#elif defined(__aarch64__)
+    detect_arm64(f);
+#endif
+}

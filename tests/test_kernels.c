@@ -1,0 +1,786 @@
+/*
+ * kernels/cpu: every kernel table this CPU runs (ref, and each ISA path built in and supported)
+ * against oracles computed in double from first principles. A new ISA file is tested by this
+ * same code as soon as dispatch.c lists its filler: the fixture loops over the ISA names.
+ *
+ * Tolerances (stated per test below) are relative to the sum of |terms| of a dot product, never
+ * to a result that may cancel to ~0.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kernels/kernels.h"
+#include "quant/block_q2_k.h"
+#include "quant/block_q3_k.h"
+#include "quant/block_q4_0.h"
+#include "quant/block_q4_1.h"
+#include "quant/block_q4_k.h"
+#include "quant/block_q5_0.h"
+#include "quant/block_q5_1.h"
+#include "quant/block_q5_k.h"
+#include "quant/block_q6_k.h"
+#include "quant/block_q8_0.h"
+#include "quant/block_q8_k.h"
+#include "quant/quant.h"
+
+/* ---- fixture: the tables to test ---- */
+
+static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "neon", "neon-dotprod"};
+#define N_ISA (sizeof isa_names / sizeof isa_names[0])
+
+typedef struct fixture {
+    tern_cpu_kernels tables[N_ISA];
+    int n;
+} fixture;
+
+static int setup_tables(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    for (size_t i = 0; i < N_ISA; i++) {
+        tern_error err = {0};
+        const tern_status st = tern_cpu_kernels_init(&f->tables[f->n], isa_names[i], &err);
+        if (st == TERN_OK) {
+            print_message("testing kernel table '%s'\n", f->tables[f->n].isa);
+            f->n++;
+        } else if (st != TERN_ERR_UNSUPPORTED) {
+            print_error("init '%s': %s\n", isa_names[i], err.message);
+            free(f);
+            return -1;
+        }
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown_tables(void **state) {
+    free(*state);
+    return 0;
+}
+
+/* ---- deterministic random numbers (splitmix64) ---- */
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t rng_u64(rng *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float rng_uniform(rng *r, float lo, float hi) {
+    return lo + (hi - lo) * (float)((double)(rng_u64(r) >> 11) * 0x1p-53);
+}
+
+/* Roughly normal (sum of four uniforms), so rows have outliers and small values both. */
+static float rng_normalish(rng *r) {
+    float s = 0.0f;
+    for (int i = 0; i < 4; i++)
+        s += rng_uniform(r, -1.0f, 1.0f);
+    return s;
+}
+
+/* ---- quantized weight rows ---- */
+
+/* A random f16 scale in ±[0.001, 0.1]. */
+static uint16_t rand_scale(rng *r) {
+    const float v = rng_uniform(r, 0.001f, 0.1f);
+    return tern_fp32_to_fp16(rng_u64(r) & 1 ? -v : v);
+}
+
+/* After filling a row with random bytes (every level pattern, every packed scale), make the
+ * float fields finite: the scales of quantized blocks, the elements of float rows. */
+static void fix_float_fields(uint32_t type, uint8_t *row, int64_t k, rng *r) {
+    const int64_t nb = k / tern_quant_type_get(type)->block_elems;
+    for (int64_t i = 0; i < nb; i++) {
+        switch (type) {
+        case TERN_TYPE_F32:
+            ((float *)row)[i] = rng_normalish(r);
+            break;
+        case TERN_TYPE_F16:
+            ((uint16_t *)row)[i] = tern_fp32_to_fp16(rng_normalish(r));
+            break;
+        case TERN_TYPE_BF16:
+            ((uint16_t *)row)[i] = tern_fp32_to_bf16(rng_normalish(r));
+            break;
+        case TERN_TYPE_Q4_0:
+            ((tern_block_q4_0 *)row)[i].d = rand_scale(r);
+            break;
+        case TERN_TYPE_Q4_1:
+            ((tern_block_q4_1 *)row)[i].d = rand_scale(r);
+            ((tern_block_q4_1 *)row)[i].m = rand_scale(r);
+            break;
+        case TERN_TYPE_Q5_0:
+            ((tern_block_q5_0 *)row)[i].d = rand_scale(r);
+            break;
+        case TERN_TYPE_Q5_1:
+            ((tern_block_q5_1 *)row)[i].d = rand_scale(r);
+            ((tern_block_q5_1 *)row)[i].m = rand_scale(r);
+            break;
+        case TERN_TYPE_Q8_0:
+            ((tern_block_q8_0 *)row)[i].d = rand_scale(r);
+            break;
+        case TERN_TYPE_Q2_K:
+            ((tern_block_q2_k *)row)[i].d = rand_scale(r);
+            ((tern_block_q2_k *)row)[i].dmin = rand_scale(r);
+            break;
+        case TERN_TYPE_Q3_K:
+            ((tern_block_q3_k *)row)[i].d = rand_scale(r);
+            break;
+        case TERN_TYPE_Q4_K:
+            ((tern_block_q4_k *)row)[i].d = rand_scale(r);
+            ((tern_block_q4_k *)row)[i].dmin = rand_scale(r);
+            break;
+        case TERN_TYPE_Q5_K:
+            ((tern_block_q5_k *)row)[i].d = rand_scale(r);
+            ((tern_block_q5_k *)row)[i].dmin = rand_scale(r);
+            break;
+        case TERN_TYPE_Q6_K:
+            ((tern_block_q6_k *)row)[i].d = rand_scale(r);
+            break;
+        default:
+            fail_msg("no scale fields known for type %u", type);
+        }
+    }
+}
+
+/* Row r of a test matrix: even rows are quantized from random floats by quant/ (realistic
+ * blocks), odd rows are random bytes with finite scales (every bit pattern, extreme levels and
+ * scales such as Q6_K's -128); row 2 has its first block zeroed (d = 0). */
+static void make_weight_row(uint32_t type, uint8_t *row, int64_t k, int64_t r_index, rng *r) {
+    const tern_quant_type *qt = tern_quant_type_get(type);
+    const size_t row_bytes = tern_type_row_bytes(type, k);
+    if (r_index % 2 == 0 && qt->quantize) {
+        float *src = malloc((size_t)k * sizeof *src);
+        assert_non_null(src);
+        const float row_scale = 0.02f * (float)(1 + r_index % 5);
+        for (int64_t i = 0; i < k; i++)
+            src[i] = row_scale * rng_normalish(r);
+        qt->quantize(src, row, k);
+        free(src);
+    } else {
+        for (size_t i = 0; i < row_bytes; i++)
+            row[i] = (uint8_t)rng_u64(r);
+        fix_float_fields(type, row, k, r);
+    }
+    if (r_index == 2)
+        memset(row, 0, (size_t)qt->block_bytes);
+}
+
+/* Largest |dequantized - original| of activation element e, from its block's stored scale:
+ * Q8_0 rounds x/d (0.5 d) with d stored as f16 (at most 127 * 2^-11 d more): 0.57 d;
+ * Q8_K rounds with an f32 d and no clamping (levels stay in -127..127): 0.5 d, plus slack. */
+static double act_error_bound(uint32_t fmt, const uint8_t *xq, int64_t e) {
+    switch (fmt) {
+    case TERN_TYPE_Q8_0:
+        return 0.57 * tern_fp16_to_fp32(((const tern_block_q8_0 *)xq)[e / 32].d);
+    case TERN_TYPE_Q8_K:
+        return 0.51 * fabsf(((const tern_block_q8_k *)xq)[e / TERN_QK_K].d);
+    default:
+        return 0.0;
+    }
+}
+
+/* Checks one gemm shape of one weight type on every table:
+ *  (1) y against the double dot of dequantize(W) and dequantize(quantize_act(x)): the kernel's
+ *      integer sums are exact, only f32 scale products and the sum over blocks round, so
+ *      |y - oracle| <= 2e-5 * sum|w x| (the K-quants' (float)int32 conversion is the widest
+ *      rounding; a single wrong element shows as at least 1/k of that sum, > 1e-3 here);
+ *  (2) y against dequantize(W) . x with the original f32 x, within the activation's quantization
+ *      error: sum |w_e| * bound_e (act_error_bound) plus the tolerance of (1);
+ *  (3) the activation quantizer: every element within bound_e of x;
+ *  (4) strides: weight, activation and output rows are padded with garbage the kernel must not
+ *      read (NaN bytes) or write (sentinels). */
+static void check_gemm(const fixture *f, uint32_t type, int64_t k, int64_t n_rows, int64_t m, uint64_t seed) {
+    rng r = {seed};
+    const uint32_t fmt = tern_dot_format(type);
+    const tern_quant_type *wt = tern_quant_type_get(type), *xt = tern_quant_type_get(fmt);
+    assert_non_null(wt);
+    assert_non_null(xt);
+    const size_t w_row = tern_type_row_bytes(type, k), x_row = tern_dot_row_bytes(type, k);
+    assert_true(w_row > 0 && x_row > 0);
+    const size_t w_stride = w_row + 64, x_stride = x_row + 64;
+    const int64_t y_stride = n_rows + 3;
+    const float sentinel = 12345.0f;
+
+    uint8_t *w = malloc(w_stride * (size_t)n_rows), *xq = malloc(x_stride * (size_t)m);
+    float *x = malloc(sizeof(float) * (size_t)(m * k)), *wd = malloc(sizeof(float) * (size_t)(n_rows * k));
+    float *xd = malloc(sizeof(float) * (size_t)k), *y = malloc(sizeof(float) * (size_t)(m * y_stride));
+    double *bound = malloc(sizeof(double) * (size_t)(m * k));
+    assert_true(w && xq && x && wd && xd && y && bound);
+
+    memset(w, 0xFF, w_stride * (size_t)n_rows);
+    for (int64_t row = 0; row < n_rows; row++) {
+        make_weight_row(type, w + (size_t)row * w_stride, k, row, &r);
+        wt->dequantize(w + (size_t)row * w_stride, wd + row * k, k);
+    }
+    for (int64_t i = 0; i < m; i++) {
+        const float scale = (float)pow(10.0, (double)(i % 3) - 1.0);
+        for (int64_t e = 0; e < k; e++)
+            x[i * k + e] = scale * rng_normalish(&r);
+        if (i == 1)
+            memset(x + i * k, 0, sizeof(float) * (size_t)(k < 256 ? k : 256)); /* d = 0 block */
+    }
+
+    for (int t = 0; t < f->n; t++) {
+        const tern_cpu_kernels *kt = &f->tables[t];
+        assert_non_null(kt->gemm[type]);
+        assert_non_null(kt->quantize_act[fmt]);
+        memset(xq, 0xFF, x_stride * (size_t)m);
+        for (int64_t i = 0; i < m; i++) {
+            uint8_t *xrow = xq + (size_t)i * x_stride;
+            kt->quantize_act[fmt](x + i * k, xrow, k);
+            xt->dequantize(xrow, xd, k);
+            for (int64_t e = 0; e < k; e++) {
+                bound[i * k + e] = act_error_bound(fmt, xrow, e);
+                if (fabs((double)xd[e] - x[i * k + e]) > bound[i * k + e] * (1.0 + 1e-6))
+                    fail_msg("%s: quantize_act %s row %lld elem %lld: %g -> %g (bound %g)", kt->isa,
+                             tern_type_name(fmt), (long long)i, (long long)e, x[i * k + e], xd[e],
+                             bound[i * k + e]);
+            }
+        }
+        for (int64_t i = 0; i < m * y_stride; i++)
+            y[i] = sentinel;
+        kt->gemm[type](k, w, w_stride, n_rows, xq, x_stride, m, y, y_stride);
+
+        for (int64_t i = 0; i < m; i++) {
+            xt->dequantize(xq + (size_t)i * x_stride, xd, k);
+            for (int64_t row = 0; row < n_rows; row++) {
+                double dot_q = 0, dot_x = 0, mag = 0, act_err = 0;
+                for (int64_t e = 0; e < k; e++) {
+                    const double we = wd[row * k + e];
+                    dot_q += we * xd[e];
+                    dot_x += we * x[i * k + e];
+                    mag += fabs(we * xd[e]);
+                    act_err += fabs(we) * bound[i * k + e];
+                }
+                const double got = y[i * y_stride + row], tol = 2e-5 * mag;
+                if (!(fabs(got - dot_q) <= tol))
+                    fail_msg("%s: gemm %s k=%lld row %lld act %lld: got %.9g, oracle %.9g (tol %.3g)",
+                             kt->isa, tern_type_name(type), (long long)k, (long long)row, (long long)i, got,
+                             dot_q, tol);
+                if (!(fabs(got - dot_x) <= act_err + tol))
+                    fail_msg("%s: gemm %s row %lld act %lld: got %.9g, f32 oracle %.9g (bound %.3g)", kt->isa,
+                             tern_type_name(type), (long long)row, (long long)i, got, dot_x, act_err + tol);
+            }
+            for (int64_t c = n_rows; c < y_stride; c++)
+                assert_true(y[i * y_stride + c] == sentinel);
+        }
+    }
+    free(w);
+    free(xq);
+    free(x);
+    free(wd);
+    free(xd);
+    free(y);
+    free(bound);
+}
+
+/* Several blocks per row, odd row counts, m = 1, 3, 7 activation rows. */
+static void check_gemm_types(void **state, const uint32_t *types, size_t n_types, int64_t k) {
+    const fixture *f = *state;
+    static const int64_t ms[] = {1, 3, 7};
+    static const int64_t rows[] = {1, 5, 13};
+    for (size_t t = 0; t < n_types; t++)
+        for (size_t a = 0; a < 3; a++)
+            for (size_t b = 0; b < 3; b++)
+                check_gemm(f, types[t], k, rows[b], ms[a], 1000 * t + 10 * a + b + 1);
+}
+
+static void test_gemm_float_weights(void **state) {
+    static const uint32_t types[] = {TERN_TYPE_F32, TERN_TYPE_F16, TERN_TYPE_BF16};
+    check_gemm_types(state, types, 3, 131); /* not a multiple of any SIMD width */
+    check_gemm_types(state, types, 3, 1024);
+}
+
+static void test_gemm_32_element_formats(void **state) {
+    static const uint32_t types[] = {TERN_TYPE_Q4_0, TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_Q5_1,
+                                     TERN_TYPE_Q8_0};
+    check_gemm_types(state, types, 5, 32);
+    check_gemm_types(state, types, 5, 7 * 32);
+}
+
+static void test_gemm_k_quants(void **state) {
+    static const uint32_t types[] = {TERN_TYPE_Q2_K, TERN_TYPE_Q3_K, TERN_TYPE_Q4_K, TERN_TYPE_Q5_K,
+                                     TERN_TYPE_Q6_K};
+    check_gemm_types(state, types, 5, 256);
+    check_gemm_types(state, types, 5, 3 * 256);
+}
+
+/* A K-quant gemm's reach: every integer sum at its extreme (all levels and scales at their
+ * largest magnitude, activations at +-127) must still be exact in int32. */
+static void test_gemm_extreme_blocks(void **state) {
+    const fixture *f = *state;
+    static const uint32_t types[] = {TERN_TYPE_Q4_0, TERN_TYPE_Q5_1, TERN_TYPE_Q8_0, TERN_TYPE_Q2_K,
+                                     TERN_TYPE_Q3_K, TERN_TYPE_Q4_K, TERN_TYPE_Q5_K, TERN_TYPE_Q6_K};
+    const int64_t k = 512;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t type = types[ti], fmt = tern_dot_format(type);
+        const tern_quant_type *wt = tern_quant_type_get(type), *xt = tern_quant_type_get(fmt);
+        for (int pattern = 0; pattern < 2; pattern++) {
+            uint8_t w[1024], xq[1024];
+            float wd[512], x[512], xd[512], y = 0;
+            rng r = {77 + ti};
+            /* every bit set (largest levels and scales), or 0x80 bytes (Q6_K scale -128); then
+             * finite super-scales; activations all +-1, so every level is +-127 */
+            memset(w, pattern ? 0xFF : 0x80, sizeof w);
+            fix_float_fields(type, w, k, &r);
+            for (int64_t e = 0; e < k; e++)
+                x[e] = pattern ? 1.0f : -1.0f;
+            wt->dequantize(w, wd, k);
+            for (int t = 0; t < f->n; t++) {
+                f->tables[t].quantize_act[fmt](x, xq, k);
+                xt->dequantize(xq, xd, k);
+                f->tables[t].gemm[type](k, w, sizeof w, 1, xq, sizeof xq, 1, &y, 1);
+                double dot = 0, mag = 0;
+                for (int64_t e = 0; e < k; e++)
+                    dot += (double)wd[e] * xd[e], mag += fabs((double)wd[e] * xd[e]);
+                if (!(fabs(y - dot) <= 2e-5 * mag))
+                    fail_msg("%s: %s pattern %d: got %.9g, oracle %.9g", f->tables[t].isa,
+                             tern_type_name(type), pattern, y, dot);
+            }
+        }
+    }
+}
+
+/* ---- element-wise and row operations ---- */
+
+/* Within 1e-5 of the double result: the reference rounds 3 times after a double sum of
+ * squares (~2e-7); SIMD versions may sum squares in f32 lanes (n/lanes * 2^-24). Magnitudes
+ * up to 1e15 (squares near f32's range) and down to 1e-20 (eps dominates). */
+static void test_rmsnorm(void **state) {
+    const fixture *f = *state;
+    static const int64_t ns[] = {1, 7, 64, 4096, 5003};
+    static const float scales[] = {1.0f, 1e-3f, 1e15f, 1e-20f};
+    static const float epss[] = {1e-5f, 1e-6f};
+    rng r = {5};
+    float *x = malloc(5003 * sizeof *x), *w = malloc(5003 * sizeof *w), *y = malloc(5003 * sizeof *y);
+    assert_true(x && w && y);
+    for (size_t a = 0; a < 5; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 2; c++) {
+                const int64_t n = ns[a];
+                for (int64_t i = 0; i < n; i++) {
+                    x[i] = scales[b] * rng_normalish(&r);
+                    w[i] = rng_uniform(&r, 0.5f, 2.f);
+                }
+                double ss = 0;
+                for (int64_t i = 0; i < n; i++)
+                    ss += (double)x[i] * x[i];
+                const double inv = 1.0 / sqrt(ss / (double)n + (double)epss[c]);
+                /* pass 0 writes y from x, pass 1 normalises in place (y == x), as the engine may */
+                for (int pass = 0; pass < 2 * f->n; pass++) {
+                    const tern_cpu_kernels *kt = &f->tables[pass / 2];
+                    if (pass % 2 == 0) {
+                        kt->rmsnorm(n, x, w, epss[c], y);
+                    } else {
+                        memcpy(y, x, (size_t)n * sizeof *y);
+                        kt->rmsnorm(n, y, w, epss[c], y);
+                    }
+                    for (int64_t i = 0; i < n; i++) {
+                        const double want = (double)x[i] * inv * w[i];
+                        if (!(fabs(y[i] - want) <= 1e-5 * fabs(want)))
+                            fail_msg("%s: rmsnorm n=%lld scale %g eps %g in place %d [%lld]: %.9g vs %.9g",
+                                     kt->isa, (long long)n, scales[b], epss[c], pass % 2, (long long)i, y[i],
+                                     want);
+                    }
+                }
+            }
+    free(x);
+    free(w);
+    free(y);
+}
+
+/* RoPE against the rotation written out per element in double, at every position 0..4096, for
+ * both pairings and a partial rotation (n_rot < head_dim). cos/sin are rounded to f32 in the
+ * table the kernel gets, so each output is within 1e-6 (|a| + |b|) of the exact rotation;
+ * elements past n_rot must come back bit-identical. */
+static void test_rope(void **state) {
+    const fixture *f = *state;
+    enum { HEADS = 3, DIM = 64 };
+    static const int64_t rots[] = {64, 32};
+    rng r = {9};
+    float x[HEADS * DIM], orig[HEADS * DIM], cos_sin[DIM];
+    double c[DIM / 2], s[DIM / 2];
+    for (int t = 0; t < f->n; t++)
+        for (int neox = 0; neox <= 1; neox++)
+            for (size_t ri = 0; ri < 2; ri++) {
+                const int64_t n_rot = rots[ri], half = n_rot / 2;
+                for (int pos = 0; pos <= 4096; pos++) {
+                    for (int64_t kk = 0; kk < half; kk++) {
+                        const double theta = pos * pow(10000.0, -2.0 * (double)kk / (double)n_rot);
+                        c[kk] = cos(theta), s[kk] = sin(theta);
+                        cos_sin[2 * kk] = (float)c[kk], cos_sin[2 * kk + 1] = (float)s[kk];
+                    }
+                    for (int i = 0; i < HEADS * DIM; i++)
+                        orig[i] = x[i] = rng_uniform(&r, -4.f, 4.f);
+                    f->tables[t].rope(x, HEADS, DIM, n_rot, cos_sin, neox);
+                    for (int h = 0; h < HEADS; h++) {
+                        const float *o = orig + h * DIM, *got = x + h * DIM;
+                        for (int64_t i = 0; i < DIM; i++) {
+                            if (i >= n_rot) {
+                                assert_memory_equal(&got[i], &o[i], sizeof(float));
+                                continue;
+                            }
+                            /* pair index, first and second member, and whether i is the second */
+                            const int64_t kk = neox ? i % half : i / 2;
+                            const int64_t first = neox ? kk : 2 * kk, second = neox ? kk + half : 2 * kk + 1;
+                            const double a = o[first], b = o[second];
+                            const double want = i == first ? a * c[kk] - b * s[kk] : a * s[kk] + b * c[kk];
+                            if (!(fabs(got[i] - want) <= 1e-6 * (fabs(a) + fabs(b))))
+                                fail_msg("%s: rope neox=%d n_rot=%lld pos %d head %d [%lld]: %.9g vs %.9g",
+                                         f->tables[t].isa, neox, (long long)n_rot, pos, h, (long long)i,
+                                         got[i], want);
+                        }
+                    }
+                }
+            }
+}
+
+/* One attention head against a double softmax(scale q.K) V. K and V rows are strided, the gap
+ * filled with fp16 NaN that must not be read. Error model: a score is off by about
+ * 2^-24 * scale * sum|q k| per term; the output then by that times max|v|, plus f32 rounding
+ * of the weighted sum: tol = max|v| (1e-5 + 1e-6 * scale * max_t sum_d |q_d k_td|). A large
+ * scale (scores in the hundreds) checks that the maximum is subtracted before exp. */
+static void test_attention(void **state) {
+    const fixture *f = *state;
+    static const int64_t n_kvs[] = {1, 2, 3, 7, 31, 64, 129, 300};
+    static const int64_t dims[][2] = {{64, 64}, {80, 48}, {1, 3}, {128, 128}};
+    rng r = {13};
+    enum { MAXD = 128, MAXKV = 300, PAD = 5 };
+    const size_t stride = MAXD + PAD;
+    uint16_t *kc = malloc(MAXKV * stride * sizeof *kc), *vc = malloc(MAXKV * stride * sizeof *vc);
+    float q[MAXD], out[MAXD], scores[MAXKV];
+    double p[MAXKV];
+    assert_true(kc && vc);
+    for (size_t di = 0; di < 4; di++)
+        for (size_t ni = 0; ni < 8; ni++)
+            for (int big = 0; big <= 1; big++) {
+                const int64_t dk = dims[di][0], dv = dims[di][1], n_kv = n_kvs[ni];
+                const size_t k_stride = (size_t)dk + PAD, v_stride = (size_t)dv + PAD;
+                const float scale = big ? 50.0f : 1.0f / sqrtf((float)dk);
+                for (size_t i = 0; i < MAXKV * stride; i++)
+                    kc[i] = vc[i] = 0x7E00; /* NaN */
+                for (int64_t t = 0; t < n_kv; t++) {
+                    for (int64_t d = 0; d < dk; d++)
+                        kc[t * k_stride + d] = tern_fp32_to_fp16(rng_uniform(&r, -1, 1));
+                    for (int64_t d = 0; d < dv; d++)
+                        vc[t * v_stride + d] = tern_fp32_to_fp16(rng_normalish(&r));
+                }
+                for (int64_t d = 0; d < dk; d++)
+                    q[d] = rng_uniform(&r, -2, 2);
+
+                double max = -INFINITY, sum = 0, vmax = 0, qk_mag = 0;
+                for (int64_t t = 0; t < n_kv; t++) {
+                    double dot = 0, mag = 0;
+                    for (int64_t d = 0; d < dk; d++) {
+                        const double kv = tern_fp16_to_fp32(kc[t * k_stride + d]);
+                        dot += q[d] * kv, mag += fabs(q[d] * kv);
+                    }
+                    p[t] = scale * dot;
+                    if (p[t] > max)
+                        max = p[t];
+                    if (mag > qk_mag)
+                        qk_mag = mag;
+                    for (int64_t d = 0; d < dv; d++)
+                        vmax = fmax(vmax, fabs(tern_fp16_to_fp32(vc[t * v_stride + d])));
+                }
+                for (int64_t t = 0; t < n_kv; t++)
+                    p[t] = exp(p[t] - max), sum += p[t];
+                const double tol = vmax * (1e-5 + 1e-6 * scale * qk_mag);
+                for (int t = 0; t < f->n; t++) {
+                    f->tables[t].attn_head(dk, dv, n_kv, q, kc, k_stride, vc, v_stride, scale, scores, out);
+                    for (int64_t d = 0; d < dv; d++) {
+                        double want = 0;
+                        for (int64_t j = 0; j < n_kv; j++)
+                            want += p[j] / sum * tern_fp16_to_fp32(vc[j * v_stride + d]);
+                        if (!(fabs(out[d] - want) <= tol))
+                            fail_msg("%s: attention dk=%lld dv=%lld n_kv=%lld scale %g [%lld]: %.9g vs %.9g",
+                                     f->tables[t].isa, (long long)dk, (long long)dv, (long long)n_kv, scale,
+                                     (long long)d, out[d], want);
+                    }
+                }
+            }
+    free(kc);
+    free(vc);
+}
+
+/* Gate values on a grid over [-30, 30], random ones, and the ends where exp overflows. */
+static int64_t activation_inputs(float *gate, float *up, rng *r) {
+    static const float edges[] = {-1000.f, -100.f, -88.f, -87.f, -20.f, -1e-8f, 0.f,
+                                  1e-8f,   20.f,   87.f,  88.f,  100.f, 1000.f};
+    int64_t n = 0;
+    for (int i = -3000; i <= 3000; i++)
+        gate[n++] = (float)i * 0.01f;
+    for (int i = 0; i < 1000; i++)
+        gate[n++] = rng_uniform(r, -12.f, 12.f);
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        gate[n++] = edges[i];
+    for (int64_t i = 0; i < n; i++)
+        up[i] = rng_uniform(r, -2.f, 2.f);
+    return n;
+}
+
+/* silu against libm in double: within 1e-6 relative (a few f32 roundings of exp and a
+ * division), plus an absolute 1e-37 where the exact value is below f32's normal range. */
+static void test_silu_mul(void **state) {
+    const fixture *f = *state;
+    float gate[8100], up[8100], out[8100], inplace[8100];
+    rng r = {21};
+    const int64_t n = activation_inputs(gate, up, &r);
+    for (int t = 0; t < f->n; t++) {
+        f->tables[t].silu_mul(n, gate, up, out);
+        memcpy(inplace, gate, sizeof gate);
+        f->tables[t].silu_mul(n, inplace, up, inplace); /* out == gate, as the engine may */
+        assert_memory_equal(inplace, out, (size_t)n * sizeof *out);
+        for (int64_t i = 0; i < n; i++) {
+            const double z = gate[i], want = z / (1.0 + exp(-z)) * up[i];
+            if (!(fabs(out[i] - want) <= 1e-6 * fabs(want) + 1e-37))
+                fail_msg("%s: silu(%g) * %g = %.9g, want %.9g", f->tables[t].isa, gate[i], up[i], out[i],
+                         want);
+        }
+    }
+}
+
+/* The tanh form of GELU against libm in double. Where 1 + tanh(u) cancels (z << 0), f32 has an
+ * absolute error near 2^-24 in that factor, so the bound is 1e-6 relative + 2e-7 |z up|. The erf
+ * form differs from the tanh form by up to ~2e-4 |z| and fails this test. */
+static void test_gelu_mul(void **state) {
+    const fixture *f = *state;
+    float gate[8100], up[8100], out[8100], inplace[8100];
+    rng r = {22};
+    const int64_t n = activation_inputs(gate, up, &r);
+    for (int t = 0; t < f->n; t++) {
+        f->tables[t].gelu_mul(n, gate, up, out);
+        memcpy(inplace, gate, sizeof gate);
+        f->tables[t].gelu_mul(n, inplace, up, inplace);
+        assert_memory_equal(inplace, out, (size_t)n * sizeof *out);
+        for (int64_t i = 0; i < n; i++) {
+            const double z = gate[i];
+            const double want = 0.5 * z * (1.0 + tanh(sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z))) * up[i];
+            if (!(fabs(out[i] - want) <= 1e-6 * fabs(want) + 2e-7 * fabs(z * up[i]) + 1e-37))
+                fail_msg("%s: gelu(%g) * %g = %.9g, want %.9g", f->tables[t].isa, gate[i], up[i], out[i],
+                         want);
+        }
+    }
+}
+
+/* y += x is one f32 addition per element: bit-exact. */
+static void test_add(void **state) {
+    const fixture *f = *state;
+    float x[1031], y[1031], want[1031];
+    rng r = {31};
+    for (int t = 0; t < f->n; t++) {
+        for (int i = 0; i < 1031; i++)
+            x[i] = rng_normalish(&r), y[i] = rng_normalish(&r), want[i] = y[i] + x[i];
+        f->tables[t].add(1031, x, y);
+        assert_memory_equal(y, want, sizeof y);
+    }
+}
+
+/* fp16 rows are bit-exact with quant/'s scalar conversions (round to nearest even), except that a
+ * NaN only has to stay a NaN (hardware conversions keep payloads). f16 -> f32: all 65536 codes. */
+static void test_fp16_rows(void **state) {
+    const fixture *f = *state;
+    enum { N = 65536 };
+    uint16_t *h = malloc(N * sizeof *h), *h2 = malloc(N * sizeof *h2);
+    float *x = malloc(N * sizeof *x);
+    assert_true(h && h2 && x);
+    rng r = {41};
+    for (int t = 0; t < f->n; t++) {
+        for (int i = 0; i < N; i++)
+            h[i] = (uint16_t)i;
+        f->tables[t].f16_to_f32(N, h, x);
+        for (int i = 0; i < N; i++) {
+            const float want = tern_fp16_to_fp32(h[i]);
+            if (isnan(want))
+                assert_true(isnan(x[i]));
+            else if (tern_f32_bits(x[i]) != tern_f32_bits(want))
+                fail_msg("%s: f16 0x%04x -> %.9g, want %.9g", f->tables[t].isa, h[i], x[i], want);
+        }
+        /* every exponent from far below the subnormals to past the largest half, random mantissas */
+        for (int i = 0; i < N; i++) {
+            const uint32_t exp = 95u + (uint32_t)(rng_u64(&r) % 50u), sign = (uint32_t)(rng_u64(&r) & 1u)
+                                                                             << 31;
+            x[i] = tern_f32_from_bits(sign | exp << 23 | (uint32_t)(rng_u64(&r) & 0x7FFFFFu));
+        }
+        x[0] = INFINITY, x[1] = -INFINITY, x[2] = NAN, x[3] = 65504.f, x[4] = 65520.f, x[5] = 0x1p-25f,
+        x[6] = -0.0f;
+        f->tables[t].f32_to_f16(N, x, h2);
+        for (int i = 0; i < N; i++) {
+            if (isnan(x[i]))
+                assert_true((h2[i] & 0x7C00u) == 0x7C00u && (h2[i] & 0x3FFu) != 0);
+            else if (h2[i] != tern_fp32_to_fp16(x[i]))
+                fail_msg("%s: f32 %a -> f16 0x%04x, want 0x%04x", f->tables[t].isa, x[i], h2[i],
+                         tern_fp32_to_fp16(x[i]));
+        }
+    }
+    free(h);
+    free(h2);
+    free(x);
+}
+
+/* ---- dot formats, dispatch, feature detection ---- */
+
+static void test_dot_formats(void **state) {
+    (void)state;
+    static const uint32_t f32s[] = {TERN_TYPE_F32, TERN_TYPE_F16, TERN_TYPE_BF16};
+    static const uint32_t q80s[] = {TERN_TYPE_Q4_0, TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_Q5_1,
+                                    TERN_TYPE_Q8_0};
+    static const uint32_t q8ks[] = {TERN_TYPE_Q2_K, TERN_TYPE_Q3_K, TERN_TYPE_Q4_K, TERN_TYPE_Q5_K,
+                                    TERN_TYPE_Q6_K};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(tern_dot_format(f32s[i]), TERN_TYPE_F32);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(tern_dot_format(q80s[i]), TERN_TYPE_Q8_0);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(tern_dot_format(q8ks[i]), TERN_TYPE_Q8_K);
+    assert_int_equal(tern_dot_format(TERN_TYPE_Q8_K), TERN_TYPE_COUNT);
+    assert_int_equal(tern_dot_format(4), TERN_TYPE_COUNT);
+    assert_int_equal(tern_dot_format(1000), TERN_TYPE_COUNT);
+
+    assert_int_equal(tern_dot_row_bytes(TERN_TYPE_F16, 10), 40);
+    assert_int_equal(tern_dot_row_bytes(TERN_TYPE_Q4_1, 64), 68);
+    assert_int_equal(tern_dot_row_bytes(TERN_TYPE_Q4_K, 512), 584);
+    assert_int_equal(tern_dot_row_bytes(TERN_TYPE_Q4_K, 100), 0); /* not whole blocks */
+    assert_int_equal(tern_dot_row_bytes(TERN_TYPE_Q4_0, 0), 0);
+    assert_int_equal(tern_dot_row_bytes(TERN_TYPE_Q4_0, -32), 0);
+    assert_int_equal(tern_dot_row_bytes(TERN_TYPE_Q8_K, 256), 0);      /* not a weight type */
+    assert_int_equal(tern_dot_row_bytes(TERN_TYPE_F32, INT64_MAX), 0); /* bytes overflow size_t */
+}
+
+static void test_ref_table_complete(void **state) {
+    (void)state;
+    static const uint32_t types[] = {TERN_TYPE_F32,  TERN_TYPE_F16,  TERN_TYPE_BF16, TERN_TYPE_Q4_0,
+                                     TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_Q5_1, TERN_TYPE_Q8_0,
+                                     TERN_TYPE_Q2_K, TERN_TYPE_Q3_K, TERN_TYPE_Q4_K, TERN_TYPE_Q5_K,
+                                     TERN_TYPE_Q6_K};
+    tern_cpu_kernels k;
+    tern_cpu_kernels_ref(&k);
+    assert_string_equal(k.isa, "ref");
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        assert_non_null(k.gemm[types[i]]);
+        assert_non_null(k.quantize_act[tern_dot_format(types[i])]);
+    }
+    assert_null(k.gemm[TERN_TYPE_Q8_K]);
+    assert_true(k.rmsnorm && k.rope && k.attn_head && k.silu_mul && k.gelu_mul && k.add && k.f32_to_f16 &&
+                k.f16_to_f32);
+}
+
+static void test_init_choice(void **state) {
+    (void)state;
+    tern_cpu_kernels k;
+    tern_error err = {0};
+    for (size_t i = 0; i < N_ISA; i++) {
+        const tern_status st = tern_cpu_kernels_init(&k, isa_names[i], &err);
+        if (st == TERN_OK) {
+            assert_string_equal(k.isa, isa_names[i]);
+        } else {
+            /* a known path that is missing names what does run here */
+            assert_int_equal(st, TERN_ERR_UNSUPPORTED);
+            assert_int_equal(err.status, TERN_ERR_UNSUPPORTED);
+            assert_non_null(strstr(err.message, isa_names[i]));
+            assert_non_null(strstr(err.message, "available here: "));
+            assert_non_null(strstr(err.message, "ref"));
+        }
+    }
+    assert_int_equal(tern_cpu_kernels_init(&k, "sse9", &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "sse9"));
+    assert_non_null(strstr(err.message, "neon-dotprod"));
+
+    /* TERN_ISA applies only when the caller forces nothing */
+    assert_int_equal(setenv("TERN_ISA", "ref", 1), 0);
+    assert_int_equal(tern_cpu_kernels_init(&k, NULL, &err), TERN_OK);
+    assert_string_equal(k.isa, "ref");
+    assert_int_equal(setenv("TERN_ISA", "bogus", 1), 0);
+    assert_int_equal(tern_cpu_kernels_init(&k, NULL, &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "TERN_ISA"));
+    assert_int_equal(tern_cpu_kernels_init(&k, "ref", &err), TERN_OK);
+    assert_int_equal(setenv("TERN_ISA", "auto", 1), 0);
+    assert_int_equal(tern_cpu_kernels_init(&k, NULL, &err), TERN_OK);
+    assert_int_equal(unsetenv("TERN_ISA"), 0);
+    assert_int_equal(tern_cpu_kernels_init(&k, NULL, NULL), TERN_OK);
+    /* automatic choice: the first path of the list that works when forced (best first) */
+    tern_cpu_kernels forced;
+    for (size_t i = 0; i < N_ISA; i++) {
+        static const char *const best_first[] = {"avx512vnni", "avx2", "neon-dotprod", "neon", "ref"};
+        if (tern_cpu_kernels_init(&forced, best_first[i], NULL) != TERN_OK)
+            continue;
+        assert_string_equal(k.isa, best_first[i]);
+        break;
+    }
+}
+
+/* The kernel's own view (/proc/cpuinfo flags, which Linux clears when it does not save the
+ * register state) must agree with cpuid + xgetbv / AT_HWCAP. */
+static void test_cpu_features(void **state) {
+    (void)state;
+    tern_cpu_features ft;
+    tern_cpu_features_detect(&ft);
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    if (!fp)
+        skip();
+    static char line[65536];
+    char flags[65536] = "";
+    while (fgets(line, sizeof line, fp)) {
+        const char *colon = strchr(line, ':');
+        if (colon && (strncmp(line, "flags", 5) == 0 || strncmp(line, "Features", 8) == 0)) {
+            snprintf(flags, sizeof flags, " %s ", colon + 1);
+            break;
+        }
+    }
+    fclose(fp);
+    char *nl = strchr(flags, '\n');
+    if (nl)
+        *nl = ' ';
+#define HAS(name) (strstr(flags, " " name " ") != NULL)
+#if defined(__x86_64__)
+    assert_int_equal(ft.avx2, HAS("avx2"));
+    assert_int_equal(ft.fma, HAS("fma"));
+    assert_int_equal(ft.f16c, HAS("f16c"));
+    assert_int_equal(ft.avx512f, HAS("avx512f"));
+    assert_int_equal(ft.avx512bw, HAS("avx512bw"));
+    assert_int_equal(ft.avx512vl, HAS("avx512vl"));
+    assert_int_equal(ft.avx512vnni, HAS("avx512_vnni"));
+    assert_int_equal(ft.avxvnni, HAS("avx_vnni"));
+    assert_false(ft.neon || ft.dotprod || ft.fp16);
+#elif defined(__aarch64__)
+    assert_int_equal(ft.neon, HAS("asimd"));
+    assert_int_equal(ft.dotprod, HAS("asimddp"));
+    assert_int_equal(ft.fp16, HAS("fphp") && HAS("asimdhp"));
+    assert_false(ft.avx2 || ft.avx512f);
+#endif
+#undef HAS
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dot_formats),
+        cmocka_unit_test(test_ref_table_complete),
+        cmocka_unit_test(test_init_choice),
+        cmocka_unit_test(test_cpu_features),
+        cmocka_unit_test(test_gemm_float_weights),
+        cmocka_unit_test(test_gemm_32_element_formats),
+        cmocka_unit_test(test_gemm_k_quants),
+        cmocka_unit_test(test_gemm_extreme_blocks),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_silu_mul),
+        cmocka_unit_test(test_gelu_mul),
+        cmocka_unit_test(test_add),
+        cmocka_unit_test(test_fp16_rows),
+    };
+    return cmocka_run_group_tests(tests, setup_tables, teardown_tables);
+}
