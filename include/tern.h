@@ -96,18 +96,19 @@ tern_status tern_token_piece(const tern_model *model, int32_t token, bool specia
 int32_t tern_token_bos(const tern_model *model); /* -1 when the model has none */
 bool tern_token_is_eog(const tern_model *model, int32_t token); /* end of generation: EOS, EOT, ... */
 
-/* Streaming detokenizer: feeds token pieces, hands back only complete UTF-8 characters. */
+/* Streaming detokenizer: token ids in as they are generated, valid UTF-8 out (a character split
+ * across tokens is held back until complete). A plain value: no allocation. */
 typedef struct tern_detokenizer {
-    const tern_model *model;
-    unsigned char pending[8];
-    size_t n_pending;
-    bool at_start;
+    uint64_t opaque[8];
 } tern_detokenizer;
 void tern_detokenizer_init(tern_detokenizer *d, const tern_model *model);
-/* Appends the printable bytes for token to out (cap bytes); returns the number of bytes written. */
-size_t tern_detokenizer_push(tern_detokenizer *d, int32_t token, char *out, size_t cap);
-/* Whatever incomplete bytes remain, replaced by U+FFFD. */
-size_t tern_detokenizer_flush(tern_detokenizer *d, char *out, size_t cap);
+/* Bytes an output buffer of tern_detokenizer_push needs. */
+size_t tern_detokenizer_max_bytes(const tern_model *model);
+/* Appends the text token completes to out (cap >= tern_detokenizer_max_bytes) and sets *n_written. */
+tern_status tern_detokenizer_push(tern_detokenizer *d, int32_t token, char *out, size_t cap, size_t *n_written,
+                                  tern_error *err);
+/* Ends the stream: an incomplete character becomes U+FFFD (out needs 3 bytes). */
+size_t tern_detokenizer_flush(tern_detokenizer *d, char *out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Chat formats: recognised from tokenizer.chat_template; template code is never executed.      */

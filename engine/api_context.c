@@ -1,0 +1,230 @@
+/*
+ * tern.h, contexts: the memory plan, backend and thread choice, evaluation in batches.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/forward.h"
+#include "engine/sysinfo.h"
+
+struct tern_context {
+    tern_model *model;
+    tern_backend *backend;
+    tern_forward *fwd;
+    tern_context_params params;
+    tern_context_info info;
+    int64_t pos;         /* tokens in the KV cache */
+    float *logits;       /* n_vocab, or n_batch * n_vocab with logits_all */
+    int64_t logits_rows; /* rows valid after the last eval */
+    bool have_logits;
+};
+
+tern_context_params tern_context_default_params(void) {
+    tern_context_params p;
+    memset(&p, 0, sizeof p);
+    p.device = -1;
+    return p;
+}
+
+static void format_bytes(uint64_t b, char *buf, size_t cap) {
+    if (b >= (1ull << 30))
+        snprintf(buf, cap, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else
+        snprintf(buf, cap, "%.1f MiB", (double)b / (double)(1ull << 20));
+}
+
+/* Threads: the caller's count, or auto = the cores worth computing on (docs/threads.md): every
+ * online core except the slowest class on big.LITTLE, all cores where they are equal. Never
+ * silently 1. */
+static int choose_threads(const tern_context_params *p, int *cpus, int cap, bool *pin, char *reason,
+                          size_t rcap) {
+    *pin = false;
+    tern_cpu_topology *topo = malloc(sizeof *topo); /* large: per-CPU arrays */
+    bool have_topo = topo && tern_sysinfo_cpus(NULL, topo, NULL) == TERN_OK;
+    int n;
+    if (p->n_threads > 0) {
+        n = p->n_threads;
+        snprintf(reason, rcap, "set by the caller%s",
+                 have_topo && n > topo->n_online ? " (more than the online cores: slower)" : "");
+    } else if (!have_topo) {
+        n = 1;
+        snprintf(reason, rcap, "auto: the CPU count is unreadable, using 1");
+    } else {
+        n = tern_sysinfo_auto_threads(topo);
+        n = n < cap ? n : cap;
+        if (!topo->topology_known) {
+            snprintf(reason, rcap, "auto: %d online cores (topology not readable)", n);
+        } else {
+            for (int i = 0; i < n; i++)
+                cpus[i] = topo->compute_cpus[i];
+            *pin = topo->n_classes > 1; /* pinning only matters when the cores differ */
+            if (topo->n_classes <= 1)
+                snprintf(reason, rcap, "auto: %d cores, all of one class", n);
+            else
+                snprintf(reason, rcap, "auto: %d fast cores of %d, pinned (the slowest class is left out)", n,
+                         topo->n_online);
+        }
+    }
+    free(topo);
+    return n;
+}
+
+tern_status tern_context_create(tern_model *m, const tern_context_params *params, tern_context **out,
+                                tern_error *err) {
+    if (!m || !out)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_context_create: model and out are required");
+    *out = NULL;
+    tern_context_params p = params ? *params : tern_context_default_params();
+    const tern_hparams *hp = &m->hp;
+    if (p.n_ctx < 0 || p.n_batch < 0 || p.n_threads < 0)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "context, batch and threads must not be negative");
+    if (p.n_ctx == 0)
+        p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (p.n_ctx > hp->n_ctx_train && !p.force)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "context %lld is above the model's trained length %lld (use --ctx %lld, or --force)",
+                              (long long)p.n_ctx, (long long)hp->n_ctx_train, (long long)hp->n_ctx_train);
+    if (p.n_ctx > (1 << 24))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "context %lld is beyond any sane size", (long long)p.n_ctx);
+    if (p.n_batch == 0)
+        p.n_batch = 512;
+    if (p.n_batch > p.n_ctx)
+        p.n_batch = p.n_ctx;
+
+    tern_memory_plan plan;
+    tern_model_plan_memory(m, p.n_ctx, p.n_batch, &plan);
+    plan.scratch = tern_forward_scratch_bytes(hp, p.n_batch, p.logits_all);
+    plan.total = plan.weights + plan.kv_cache + plan.scratch;
+    plan.fits = plan.available == 0 || plan.total <= plan.available;
+    if (!plan.fits && !p.force) {
+        char need[32], have[32], w[32], kv[32];
+        format_bytes(plan.total, need, sizeof need);
+        format_bytes(plan.available, have, sizeof have);
+        format_bytes(plan.weights, w, sizeof w);
+        format_bytes(plan.kv_cache, kv, sizeof kv);
+        return tern_error_set(err, TERN_ERR_NOMEM,
+                              "not enough memory: this run needs %s (weights %s + KV cache %s at ctx %lld + scratch) "
+                              "but %s is available; use a smaller --ctx (%lld fits) or a smaller quant, or --force",
+                              need, w, kv, (long long)p.n_ctx, have, (long long)plan.max_ctx_fit);
+    }
+
+    tern_context *c = calloc(1, sizeof *c);
+    if (!c)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    c->model = m;
+    c->params = p;
+    int cpus[1024];
+    char threads_reason[160];
+    bool pin = false;
+    int n_threads = choose_threads(&p, cpus, 1024, &pin, threads_reason, sizeof threads_reason);
+    tern_status st = TERN_OK;
+    if (p.backend == TERN_BACKEND_OPENCL) {
+        st = tern_error_set(err, TERN_ERR_BACKEND, "the OpenCL backend is not built into this tern yet");
+        goto fail;
+    }
+    st = tern_backend_cpu_create(n_threads, pin ? cpus : NULL, p.isa, &c->backend, err);
+    if (st != TERN_OK)
+        goto fail;
+    snprintf(c->info.backend_reason, sizeof c->info.backend_reason, "%s",
+             p.backend == TERN_BACKEND_CPU ? "requested" : "auto: no GPU backend available");
+    size_t logit_floats = (size_t)hp->n_vocab * (size_t)(p.logits_all ? p.n_batch : 1);
+    c->logits = malloc(logit_floats * sizeof(float));
+    if (!c->logits) {
+        st = tern_error_set(err, TERN_ERR_NOMEM, "out of memory for logits");
+        goto fail;
+    }
+    st = tern_forward_create(m, c->backend, p.n_ctx, p.n_batch, p.logits_all, &c->fwd, err);
+    if (st != TERN_OK)
+        goto fail;
+    c->fwd->check_numerics = p.check_numerics;
+
+    snprintf(c->info.backend, sizeof c->info.backend, "%s", c->backend->description);
+    snprintf(c->info.threads_reason, sizeof c->info.threads_reason, "%s", threads_reason);
+    c->info.n_threads = n_threads;
+    c->info.n_ctx = p.n_ctx;
+    c->info.n_batch = p.n_batch;
+    c->info.kv_bytes = plan.kv_cache;
+    c->info.scratch_bytes = plan.scratch;
+    c->info.weight_bytes = plan.weights;
+    c->info.mem_available = plan.available;
+    *out = c;
+    return TERN_OK;
+fail:
+    tern_context_free(c);
+    return st;
+}
+
+void tern_context_free(tern_context *c) {
+    if (!c)
+        return;
+    tern_forward_free(c->fwd);
+    if (c->backend)
+        c->backend->ops->destroy(c->backend);
+    free(c->logits);
+    free(c);
+}
+
+void tern_context_get_info(const tern_context *c, tern_context_info *info) {
+    *info = c->info;
+}
+
+tern_status tern_eval(tern_context *c, const int32_t *tokens, size_t n, tern_error *err) {
+    if (!c || (!tokens && n))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_eval: context and tokens are required");
+    if (n == 0)
+        return TERN_OK;
+    if (n > (size_t)(c->params.n_ctx - c->pos))
+        return tern_error_set(err, TERN_ERR_CONTEXT_FULL,
+                              "%zu tokens do not fit: %lld of the context's %lld positions are used "
+                              "(raise --ctx, or /reset in chat)",
+                              n, (long long)c->pos, (long long)c->params.n_ctx);
+    c->have_logits = false;
+    for (size_t done = 0; done < n;) {
+        if (c->params.abort_flag && *c->params.abort_flag)
+            return tern_error_set(err, TERN_ERR_INTERRUPTED, "interrupted");
+        int64_t chunk = (int64_t)(n - done) < c->params.n_batch ? (int64_t)(n - done) : c->params.n_batch;
+        tern_status st = tern_forward_eval(c->fwd, tokens + done, chunk, c->pos, c->logits, err);
+        if (st != TERN_OK)
+            return st;
+        c->pos += chunk;
+        c->logits_rows = c->params.logits_all ? chunk : 1;
+        done += (size_t)chunk;
+    }
+    c->have_logits = true;
+    return TERN_OK;
+}
+
+const float *tern_get_logits(const tern_context *c) {
+    if (!c || !c->have_logits)
+        return NULL;
+    return c->logits + (size_t)(c->logits_rows - 1) * (size_t)c->model->hp.n_vocab;
+}
+
+const float *tern_get_logits_at(const tern_context *c, size_t i) {
+    if (!c || !c->have_logits || i >= (size_t)c->logits_rows)
+        return NULL;
+    return c->logits + i * (size_t)c->model->hp.n_vocab;
+}
+
+int64_t tern_context_position(const tern_context *c) {
+    return c->pos;
+}
+
+int64_t tern_context_size(const tern_context *c) {
+    return c->params.n_ctx;
+}
+
+void tern_context_reset(tern_context *c) {
+    c->pos = 0;
+    c->have_logits = false;
+}
+
+tern_status tern_context_truncate(tern_context *c, int64_t n_keep, tern_error *err) {
+    if (n_keep < 0 || n_keep > c->pos)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "cannot keep %lld of %lld cached positions",
+                              (long long)n_keep, (long long)c->pos);
+    c->pos = n_keep; /* later positions are overwritten by the next eval */
+    c->have_logits = false;
+    return TERN_OK;
+}

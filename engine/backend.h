@@ -1,0 +1,103 @@
+/*
+ * The backend interface: what the forward pass (engine/forward.c) asks of a compute device.
+ *
+ * The forward pass is written once against this table. The CPU backend (engine/backend_cpu.c)
+ * and the OpenCL backend (kernels/opencl/, engine/backend_opencl.c) implement it. Activations
+ * live in backend buffers (tern_buf): [rows, cols] f32, row-major. Weights stay quantized in the
+ * backend (mmap'd on the CPU, uploaded once on a GPU). The KV cache is FP16 and owned by the
+ * backend.
+ *
+ * Ops are enqueued and may run asynchronously (a GPU queue); they report nothing themselves.
+ * The first failure is remembered and returned by finish(), after which further ops are no-ops.
+ */
+#ifndef TERN_ENGINE_BACKEND_H
+#define TERN_ENGINE_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/model.h"
+
+typedef struct tern_buf tern_buf;       /* activations, f32 */
+typedef struct tern_weight tern_weight; /* a weight tensor in the backend */
+typedef struct tern_backend tern_backend;
+
+typedef struct tern_kv_shape {
+    int64_t n_layer;
+    int64_t n_ctx;
+    int64_t k_width; /* n_head_kv * head_dim_k per position */
+    int64_t v_width; /* n_head_kv * head_dim_v */
+} tern_kv_shape;
+
+/* Attention of n_tokens queries at positions pos0..pos0+n_tokens-1 over the cache of one layer. */
+typedef struct tern_attn_params {
+    int layer;
+    int64_t pos0, n_tokens;
+    int64_t n_head, n_head_kv, head_dim_k, head_dim_v;
+    float scale;
+    int64_t window; /* 0 = full causal; else keys with pos - key_pos >= window are masked */
+} tern_attn_params;
+
+typedef struct tern_rope_params {
+    int64_t pos0, n_tokens;
+    int64_t n_head, head_dim, n_rot;
+    float base, freq_scale;
+    bool neox;
+    const tern_weight *freq_factors; /* rope_freqs [n_rot/2] or NULL */
+} tern_rope_params;
+
+typedef struct tern_backend_ops {
+    const char *name;
+    void (*destroy)(tern_backend *be);
+
+    /* Weights: make a backend handle for a tensor of the mapped file. */
+    tern_status (*weight_create)(tern_backend *be, const tern_gguf_tensor *t, tern_weight **out, tern_error *err);
+    void (*weight_free)(tern_backend *be, tern_weight *w);
+    /* Activations and the KV cache. */
+    tern_status (*buf_create)(tern_backend *be, int64_t n_floats, tern_buf **out, tern_error *err);
+    void (*buf_free)(tern_backend *be, tern_buf *b);
+    tern_status (*kv_create)(tern_backend *be, const tern_kv_shape *shape, tern_error *err);
+
+    /* out[i, :] = dequantized row tokens[i] of emb, times scale. */
+    void (*get_rows)(tern_backend *be, const tern_weight *emb, const int32_t *tokens, int64_t n, float scale,
+                     tern_buf *out);
+    /* y[i, n] = sum_k W[n, k] x[i, k] for i < m rows (W is [K, N] in GGUF order); y and x may not alias. */
+    void (*matmul)(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m, tern_buf *y);
+    /* y[i, :] += b for m rows of b's length */
+    void (*add_bias)(tern_backend *be, const tern_weight *b, int64_t m, tern_buf *y);
+    /* y = RMSNorm(x) * w over rows of w's length; n_rows rows (x may equal y). */
+    void (*rmsnorm)(tern_backend *be, const tern_buf *x, const tern_weight *w, int64_t n_rows, float eps,
+                    tern_buf *y);
+    void (*rope)(tern_backend *be, tern_buf *x, const tern_rope_params *p);
+    /* Store k and v rows (n_tokens) at positions pos0.. of a layer, converting to FP16. */
+    void (*kv_store)(tern_backend *be, int layer, const tern_buf *k, const tern_buf *v, int64_t pos0,
+                     int64_t n_tokens);
+    void (*attention)(tern_backend *be, const tern_buf *q, const tern_attn_params *p, tern_buf *out);
+    /* out = act(gate) * up over n floats */
+    void (*glu)(tern_backend *be, const tern_buf *gate, const tern_buf *up, int64_t n, tern_activation act,
+                tern_buf *out);
+    /* y += x over n floats */
+    void (*add)(tern_backend *be, const tern_buf *x, int64_t n, tern_buf *y);
+    /* Copy row `row` of src (width floats per row) to row 0 of dst. */
+    void (*copy_row)(tern_backend *be, const tern_buf *src, int64_t row, int64_t width, tern_buf *dst);
+
+    /* Wait for queued work; return the first failure since the last call. */
+    tern_status (*finish)(tern_backend *be, tern_error *err);
+    /* Read n floats from offset (in floats) of a buffer into host memory (implies finish). */
+    tern_status (*read)(tern_backend *be, const tern_buf *b, int64_t offset, int64_t n, float *host, tern_error *err);
+
+    /* Bytes of device memory in use (weights, KV, scratch) for the start-up summary. */
+    uint64_t (*memory_used)(const tern_backend *be);
+} tern_backend_ops;
+
+struct tern_backend {
+    const tern_backend_ops *ops;
+    char description[160]; /* "cpu (avx2, 2 threads)", "opencl (NVIDIA H200)" */
+};
+
+/* The CPU backend: threads = number of threads (>= 1); cpus = pin list or NULL; isa = NULL for
+ * automatic (TERN_ISA), else a forced kernel path. */
+tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *isa, tern_backend **out,
+                                    tern_error *err);
+
+#endif

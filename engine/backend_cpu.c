@@ -1,0 +1,476 @@
+/*
+ * The CPU backend: weights are the mapped file (zero copy), activations are f32 arrays, the KV
+ * cache is FP16, and every op is split across a persistent thread pool by rows (matmul), by
+ * (token, head) pairs (attention) or by tokens (norms, rope). Ops run synchronously; scratch is
+ * sized once, so the per-token path allocates nothing.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/threadpool.h"
+#include "kernels/kernels.h"
+#include "quant/quant.h"
+
+struct tern_buf {
+    float *data;
+    int64_t n;
+};
+
+struct tern_weight {
+    const uint8_t *data;
+    uint32_t type;
+    int64_t k;        /* ne[0]: elements per row */
+    int64_t n_rows;   /* ne[1] */
+    size_t row_bytes; /* bytes per row */
+};
+
+typedef struct cpu_backend {
+    tern_backend base;
+    tern_cpu_kernels kernels;
+    tern_threadpool *pool;
+    int n_threads;
+
+    /* KV cache: [layer][pos][width] fp16 */
+    tern_kv_shape kv;
+    uint16_t *k_cache, *v_cache;
+
+    /* Scratch: activations quantized to a dot format, grown on first use only. */
+    uint8_t *act;
+    size_t act_cap;
+    /* Per-thread scratch: attention scores (n_ctx floats) and rope cos/sin (n_rot floats). */
+    float *thread_scratch;
+    int64_t thread_scratch_floats;
+
+    uint64_t bytes_allocated;
+    tern_status failed; /* first failure, reported by finish() */
+    char failure[TERN_ERROR_MESSAGE_MAX];
+} cpu_backend;
+
+static cpu_backend *cpu(tern_backend *be) {
+    return (cpu_backend *)be;
+}
+
+static void fail(cpu_backend *c, tern_status st, const char *msg) {
+    if (c->failed == TERN_OK) {
+        c->failed = st;
+        snprintf(c->failure, sizeof c->failure, "%s", msg);
+    }
+}
+
+/* Even split of [0, n) into nth ranges, rounded to `align` so SIMD kernels get whole groups. */
+static void split_range(int64_t n, int ith, int nth, int64_t align, int64_t *lo, int64_t *hi) {
+    int64_t units = (n + align - 1) / align;
+    int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
+    *lo = u0 * align < n ? u0 * align : n;
+    *hi = u1 * align < n ? u1 * align : n;
+}
+
+/* ---- weights and buffers ---- */
+
+static tern_status cpu_weight_create(tern_backend *be, const tern_gguf_tensor *t, tern_weight **out,
+                                     tern_error *err) {
+    tern_weight *w = calloc(1, sizeof *w);
+    if (!w)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    w->data = t->data;
+    w->type = t->type;
+    w->k = t->ne[0];
+    w->n_rows = t->n_elements / t->ne[0];
+    w->row_bytes = tern_type_row_bytes(t->type, t->ne[0]);
+    if (!cpu(be)->kernels.gemm[t->type] && t->n_dims > 1) {
+        free(w);
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "no CPU kernel for %s weights ('%s')",
+                              tern_type_name(t->type), t->name);
+    }
+    *out = w;
+    return TERN_OK;
+}
+
+static void cpu_weight_free(tern_backend *be, tern_weight *w) {
+    free(w);
+}
+
+static tern_status cpu_buf_create(tern_backend *be, int64_t n_floats, tern_buf **out, tern_error *err) {
+    tern_buf *b = calloc(1, sizeof *b);
+    if (!b || n_floats <= 0 || (uint64_t)n_floats > SIZE_MAX / sizeof(float) ||
+        !(b->data = aligned_alloc(64, ((size_t)n_floats * sizeof(float) + 63) & ~(size_t)63))) {
+        free(b);
+        return tern_error_set(err, TERN_ERR_NOMEM, "cannot allocate %lld activation floats", (long long)n_floats);
+    }
+    memset(b->data, 0, (size_t)n_floats * sizeof(float));
+    b->n = n_floats;
+    cpu(be)->bytes_allocated += (uint64_t)n_floats * sizeof(float);
+    *out = b;
+    return TERN_OK;
+}
+
+static void cpu_buf_free(tern_backend *be, tern_buf *b) {
+    if (b)
+        free(b->data);
+    free(b);
+}
+
+static tern_status cpu_kv_create(tern_backend *be, const tern_kv_shape *s, tern_error *err) {
+    cpu_backend *c = cpu(be);
+    uint64_t kn, vn;
+    if (tern_mul_overflows_u64((uint64_t)s->n_layer * (uint64_t)s->n_ctx, (uint64_t)s->k_width, &kn) ||
+        tern_mul_overflows_u64((uint64_t)s->n_layer * (uint64_t)s->n_ctx, (uint64_t)s->v_width, &vn) ||
+        kn > SIZE_MAX / 4 || vn > SIZE_MAX / 4)
+        return tern_error_set(err, TERN_ERR_NOMEM, "KV cache size overflows");
+    free(c->k_cache);
+    free(c->v_cache);
+    c->k_cache = malloc(kn * sizeof(uint16_t));
+    c->v_cache = malloc(vn * sizeof(uint16_t));
+    /* Per thread: attention scores (n_ctx) or rope's cos/sin pairs (n_rot <= 8192), never both at once. */
+    int64_t per_thread = s->n_ctx > 8192 ? s->n_ctx : 8192;
+    free(c->thread_scratch);
+    c->thread_scratch = malloc((size_t)per_thread * (size_t)c->n_threads * sizeof(float));
+    if (!c->k_cache || !c->v_cache || !c->thread_scratch)
+        return tern_error_set(err, TERN_ERR_NOMEM, "cannot allocate the KV cache (%llu bytes)",
+                              (unsigned long long)((kn + vn) * 2));
+    c->thread_scratch_floats = per_thread;
+    c->kv = *s;
+    c->bytes_allocated += (kn + vn) * 2;
+    return TERN_OK;
+}
+
+/* ---- ops ---- */
+
+typedef struct get_rows_task {
+    cpu_backend *c;
+    const tern_weight *emb;
+    const int32_t *tokens;
+    int64_t n;
+    float scale;
+    float *out;
+} get_rows_task;
+
+static void get_rows_run(void *arg, int ith, int nth) {
+    get_rows_task *t = arg;
+    const tern_quant_type *qt = tern_quant_type_get(t->emb->type);
+    int64_t lo, hi;
+    split_range(t->n, ith, nth, 1, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        float *row = t->out + i * t->emb->k;
+        qt->dequantize(t->emb->data + (size_t)t->tokens[i] * t->emb->row_bytes, row, t->emb->k);
+        if (t->scale != 1.0f)
+            for (int64_t j = 0; j < t->emb->k; j++)
+                row[j] *= t->scale;
+    }
+}
+
+static void cpu_get_rows(tern_backend *be, const tern_weight *emb, const int32_t *tokens, int64_t n, float scale,
+                         tern_buf *out) {
+    cpu_backend *c = cpu(be);
+    if (c->failed)
+        return;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= emb->n_rows) {
+            fail(c, TERN_ERR_INVALID_ARG, "token id out of range of the embedding table");
+            return;
+        }
+    get_rows_task t = {c, emb, tokens, n, scale, out->data};
+    tern_threadpool_run(c->pool, get_rows_run, &t);
+}
+
+typedef struct matmul_task {
+    cpu_backend *c;
+    const tern_weight *w;
+    const float *x;
+    int64_t m;
+    uint32_t dot_type;
+    size_t act_stride;
+    float *y;
+} matmul_task;
+
+static void matmul_quantize_run(void *arg, int ith, int nth) {
+    matmul_task *t = arg;
+    tern_quantize_act_fn q = t->c->kernels.quantize_act[t->dot_type];
+    int64_t lo, hi;
+    split_range(t->m, ith, nth, 1, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++)
+        q(t->x + i * t->w->k, t->c->act + (size_t)i * t->act_stride, t->w->k);
+}
+
+static void matmul_rows_run(void *arg, int ith, int nth) {
+    matmul_task *t = arg;
+    int64_t lo, hi;
+    split_range(t->w->n_rows, ith, nth, 4, &lo, &hi);
+    if (hi > lo)
+        t->c->kernels.gemm[t->w->type](t->w->k, t->w->data + (size_t)lo * t->w->row_bytes, t->w->row_bytes,
+                                       hi - lo, t->c->act, t->act_stride, t->m, t->y + lo, t->w->n_rows);
+}
+
+static void cpu_matmul(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m, tern_buf *y) {
+    cpu_backend *c = cpu(be);
+    if (c->failed)
+        return;
+    matmul_task t = {c, w, x->data, m, tern_dot_format(w->type), tern_dot_row_bytes(w->type, w->k), y->data};
+    size_t need = t.act_stride * (size_t)m;
+    if (need > c->act_cap) { /* first batch of this size only: later calls reuse it */
+        free(c->act);
+        c->act = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        c->act_cap = c->act ? need : 0;
+        if (!c->act) {
+            fail(c, TERN_ERR_NOMEM, "cannot allocate matmul scratch");
+            return;
+        }
+    }
+    tern_threadpool_run(c->pool, matmul_quantize_run, &t);
+    tern_threadpool_run(c->pool, matmul_rows_run, &t);
+}
+
+static void cpu_add_bias(tern_backend *be, const tern_weight *b, int64_t m, tern_buf *y) {
+    const float *bias = (const float *)b->data;
+    for (int64_t i = 0; i < m; i++)
+        cpu(be)->kernels.add(b->k, bias, y->data + i * b->k);
+}
+
+typedef struct rows_task {
+    cpu_backend *c;
+    const float *x;
+    const float *w;
+    int64_t width, n_rows;
+    float eps;
+    float *y;
+} rows_task;
+
+static void rmsnorm_run(void *arg, int ith, int nth) {
+    rows_task *t = arg;
+    int64_t lo, hi;
+    split_range(t->n_rows, ith, nth, 1, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++)
+        t->c->kernels.rmsnorm(t->width, t->x + i * t->width, t->w, t->eps, t->y + i * t->width);
+}
+
+static void cpu_rmsnorm(tern_backend *be, const tern_buf *x, const tern_weight *w, int64_t n_rows, float eps,
+                        tern_buf *y) {
+    cpu_backend *c = cpu(be);
+    if (c->failed)
+        return;
+    rows_task t = {c, x->data, (const float *)w->data, w->k, n_rows, eps, y->data};
+    tern_threadpool_run(c->pool, rmsnorm_run, &t);
+}
+
+typedef struct rope_task {
+    cpu_backend *c;
+    float *x;
+    const tern_rope_params *p;
+} rope_task;
+
+static void rope_run(void *arg, int ith, int nth) {
+    rope_task *t = arg;
+    const tern_rope_params *p = t->p;
+    float *cs = t->c->thread_scratch + (size_t)ith * (size_t)t->c->thread_scratch_floats;
+    const float *factors = p->freq_factors ? (const float *)p->freq_factors->data : NULL;
+    int64_t lo, hi;
+    split_range(p->n_tokens, ith, nth, 1, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        double pos = (double)(p->pos0 + i) * p->freq_scale;
+        for (int64_t k = 0; k < p->n_rot / 2; k++) {
+            double theta = pos * pow(p->base, -2.0 * (double)k / (double)p->n_rot);
+            if (factors)
+                theta /= factors[k];
+            cs[2 * k] = (float)cos(theta);
+            cs[2 * k + 1] = (float)sin(theta);
+        }
+        t->c->kernels.rope(t->x + i * p->n_head * p->head_dim, p->n_head, p->head_dim, p->n_rot, cs, p->neox);
+    }
+}
+
+static void cpu_rope(tern_backend *be, tern_buf *x, const tern_rope_params *p) {
+    cpu_backend *c = cpu(be);
+    if (c->failed)
+        return;
+    if (p->n_rot > c->thread_scratch_floats) {
+        fail(c, TERN_ERR_INVALID_ARG, "rope dimension too large for scratch");
+        return;
+    }
+    rope_task t = {c, x->data, p};
+    tern_threadpool_run(c->pool, rope_run, &t);
+}
+
+static void cpu_kv_store(tern_backend *be, int layer, const tern_buf *k, const tern_buf *v, int64_t pos0,
+                         int64_t n_tokens) {
+    cpu_backend *c = cpu(be);
+    if (c->failed)
+        return;
+    if (pos0 < 0 || pos0 + n_tokens > c->kv.n_ctx) {
+        fail(c, TERN_ERR_CONTEXT_FULL, "KV cache position out of range");
+        return;
+    }
+    const tern_kv_shape *s = &c->kv;
+    uint16_t *kd = c->k_cache + ((size_t)layer * (size_t)s->n_ctx + (size_t)pos0) * (size_t)s->k_width;
+    uint16_t *vd = c->v_cache + ((size_t)layer * (size_t)s->n_ctx + (size_t)pos0) * (size_t)s->v_width;
+    c->kernels.f32_to_f16(n_tokens * s->k_width, k->data, kd);
+    c->kernels.f32_to_f16(n_tokens * s->v_width, v->data, vd);
+}
+
+typedef struct attn_task {
+    cpu_backend *c;
+    const float *q;
+    const tern_attn_params *p;
+    float *out;
+} attn_task;
+
+static void attention_run(void *arg, int ith, int nth) {
+    attn_task *t = arg;
+    const tern_attn_params *p = t->p;
+    const tern_kv_shape *s = &t->c->kv;
+    float *scores = t->c->thread_scratch + (size_t)ith * (size_t)t->c->thread_scratch_floats;
+    const uint16_t *kl = t->c->k_cache + (size_t)p->layer * (size_t)s->n_ctx * (size_t)s->k_width;
+    const uint16_t *vl = t->c->v_cache + (size_t)p->layer * (size_t)s->n_ctx * (size_t)s->v_width;
+    const int64_t group = p->n_head / p->n_head_kv;
+    int64_t lo, hi;
+    split_range(p->n_tokens * p->n_head, ith, nth, 1, &lo, &hi);
+    for (int64_t job = lo; job < hi; job++) {
+        int64_t i = job / p->n_head, h = job % p->n_head, hk = h / group;
+        int64_t pos = p->pos0 + i;
+        int64_t first = p->window > 0 && pos + 1 > p->window ? pos + 1 - p->window : 0;
+        t->c->kernels.attn_head(p->head_dim_k, p->head_dim_v, pos + 1 - first,
+                                t->q + (i * p->n_head + h) * p->head_dim_k,
+                                kl + (size_t)first * (size_t)s->k_width + (size_t)(hk * p->head_dim_k),
+                                (size_t)s->k_width,
+                                vl + (size_t)first * (size_t)s->v_width + (size_t)(hk * p->head_dim_v),
+                                (size_t)s->v_width, p->scale, scores, t->out + (i * p->n_head + h) * p->head_dim_v);
+    }
+}
+
+static void cpu_attention(tern_backend *be, const tern_buf *q, const tern_attn_params *p, tern_buf *out) {
+    cpu_backend *c = cpu(be);
+    if (c->failed)
+        return;
+    if (p->pos0 + p->n_tokens > c->kv.n_ctx) {
+        fail(c, TERN_ERR_CONTEXT_FULL, "attention past the end of the KV cache");
+        return;
+    }
+    attn_task t = {c, q->data, p, out->data};
+    tern_threadpool_run(c->pool, attention_run, &t);
+}
+
+typedef struct ew_task {
+    cpu_backend *c;
+    const float *a, *b;
+    float *y;
+    int64_t n;
+    int op; /* 0 silu-glu, 1 gelu-glu, 2 add */
+} ew_task;
+
+static void elementwise_run(void *arg, int ith, int nth) {
+    ew_task *t = arg;
+    int64_t lo, hi;
+    split_range(t->n, ith, nth, 64, &lo, &hi);
+    if (hi <= lo)
+        return;
+    if (t->op == 0)
+        t->c->kernels.silu_mul(hi - lo, t->a + lo, t->b + lo, t->y + lo);
+    else if (t->op == 1)
+        t->c->kernels.gelu_mul(hi - lo, t->a + lo, t->b + lo, t->y + lo);
+    else
+        t->c->kernels.add(hi - lo, t->a + lo, t->y + lo);
+}
+
+static void cpu_glu(tern_backend *be, const tern_buf *gate, const tern_buf *up, int64_t n, tern_activation act,
+                    tern_buf *out) {
+    cpu_backend *c = cpu(be);
+    if (c->failed)
+        return;
+    ew_task t = {c, gate->data, up->data, out->data, n, act == TERN_ACT_GELU ? 1 : 0};
+    tern_threadpool_run(c->pool, elementwise_run, &t);
+}
+
+static void cpu_add(tern_backend *be, const tern_buf *x, int64_t n, tern_buf *y) {
+    cpu_backend *c = cpu(be);
+    if (c->failed)
+        return;
+    ew_task t = {c, x->data, NULL, y->data, n, 2};
+    tern_threadpool_run(c->pool, elementwise_run, &t);
+}
+
+static void cpu_copy_row(tern_backend *be, const tern_buf *src, int64_t row, int64_t width, tern_buf *dst) {
+    memmove(dst->data, src->data + row * width, (size_t)width * sizeof(float));
+}
+
+static tern_status cpu_finish(tern_backend *be, tern_error *err) {
+    cpu_backend *c = cpu(be);
+    tern_status st = c->failed;
+    if (st != TERN_OK) {
+        tern_error_set(err, st, "%s", c->failure);
+        c->failed = TERN_OK;
+    }
+    return st;
+}
+
+static tern_status cpu_read(tern_backend *be, const tern_buf *b, int64_t offset, int64_t n, float *host,
+                            tern_error *err) {
+    tern_status st = cpu_finish(be, err);
+    if (st != TERN_OK)
+        return st;
+    if (offset < 0 || n < 0 || offset + n > b->n)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "read outside the buffer");
+    memcpy(host, b->data + offset, (size_t)n * sizeof(float));
+    return TERN_OK;
+}
+
+static uint64_t cpu_memory_used(const tern_backend *be) {
+    return ((const cpu_backend *)be)->bytes_allocated;
+}
+
+static void cpu_destroy(tern_backend *be) {
+    cpu_backend *c = cpu(be);
+    if (!c)
+        return;
+    tern_threadpool_free(c->pool);
+    free(c->k_cache);
+    free(c->v_cache);
+    free(c->act);
+    free(c->thread_scratch);
+    free(c);
+}
+
+static const tern_backend_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .weight_create = cpu_weight_create,
+    .weight_free = cpu_weight_free,
+    .buf_create = cpu_buf_create,
+    .buf_free = cpu_buf_free,
+    .kv_create = cpu_kv_create,
+    .get_rows = cpu_get_rows,
+    .matmul = cpu_matmul,
+    .add_bias = cpu_add_bias,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .kv_store = cpu_kv_store,
+    .attention = cpu_attention,
+    .glu = cpu_glu,
+    .add = cpu_add,
+    .copy_row = cpu_copy_row,
+    .finish = cpu_finish,
+    .read = cpu_read,
+    .memory_used = cpu_memory_used,
+};
+
+tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *isa, tern_backend **out,
+                                    tern_error *err) {
+    if (n_threads < 1 || n_threads > 1024)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "thread count %d is outside 1..1024", n_threads);
+    cpu_backend *c = calloc(1, sizeof *c);
+    if (!c)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    c->base.ops = &cpu_ops;
+    c->n_threads = n_threads;
+    tern_status st = tern_cpu_kernels_init(&c->kernels, isa, err);
+    if (st == TERN_OK)
+        st = tern_threadpool_create(n_threads, cpus, &c->pool, err);
+    if (st != TERN_OK) {
+        free(c);
+        return st;
+    }
+    snprintf(c->base.description, sizeof c->base.description, "cpu (%s, %d thread%s)", c->kernels.isa, n_threads,
+             n_threads == 1 ? "" : "s");
+    *out = &c->base;
+    return TERN_OK;
+}

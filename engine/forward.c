@@ -1,0 +1,280 @@
+/*
+ * One forward pass over a batch of tokens, as in formats.md §5:
+ *
+ *   h = token_embd[tok] * embd_scale
+ *   per layer: a = RMSNorm(h); q,k,v = W a (+b); [q/k norm]; RoPE; cache k,v;
+ *              o = Wo Attn(q, K, V); [post norm]; h += o;
+ *              f = RMSNorm(h); g = Wdown(act(Wgate f) * Wup f); [post norm]; h += g
+ *   logits = W_out RMSNorm(h) (+b)
+ */
+#include "engine/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t tern_kv_cache_bytes(const tern_hparams *hp, int64_t n_ctx) {
+    return (uint64_t)hp->n_layer * (uint64_t)n_ctx * (uint64_t)hp->n_head_kv *
+           (uint64_t)(hp->head_dim_k + hp->head_dim_v) * 2u;
+}
+
+static int64_t widest_row(const tern_hparams *hp) {
+    int64_t w = hp->n_embd;
+    int64_t cand[] = {hp->n_head * hp->head_dim_k, hp->n_head * hp->head_dim_v, hp->n_ff};
+    for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
+        w = cand[i] > w ? cand[i] : w;
+    return w;
+}
+
+uint64_t tern_forward_scratch_bytes(const tern_hparams *hp, int64_t n_batch, bool logits_all) {
+    const uint64_t B = (uint64_t)n_batch;
+    uint64_t floats = B * (uint64_t)(3 * hp->n_embd + hp->n_head * hp->head_dim_k +
+                                     hp->n_head_kv * (hp->head_dim_k + hp->head_dim_v) +
+                                     hp->n_head * hp->head_dim_v + 2 * hp->n_ff);
+    floats += (logits_all ? B : 1) * (uint64_t)hp->n_vocab;
+    /* quantized activations (<= 1.2 bytes per element of the widest input) */
+    uint64_t act = B * (uint64_t)widest_row(hp) * 2;
+    return floats * 4 + act;
+}
+
+static tern_status make_weight(tern_forward *f, const tern_gguf_tensor *t, tern_weight **out, tern_error *err) {
+    *out = NULL;
+    if (!t)
+        return TERN_OK;
+    return f->be->ops->weight_create(f->be, t, out, err);
+}
+
+static tern_status make_buf(tern_forward *f, int64_t rows, int64_t width, tern_buf **out, tern_error *err) {
+    return f->be->ops->buf_create(f->be, rows * width, out, err);
+}
+
+tern_status tern_forward_create(const tern_model *m, tern_backend *be, int64_t n_ctx, int64_t n_batch,
+                                bool logits_all, tern_forward **out, tern_error *err) {
+    const tern_hparams *hp = &m->hp;
+    if (n_ctx < 1 || n_batch < 1)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "context %lld and batch %lld must be >= 1",
+                              (long long)n_ctx, (long long)n_batch);
+    tern_forward *f = calloc(1, sizeof *f);
+    if (!f)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    f->model = m;
+    f->be = be;
+    f->n_ctx = n_ctx;
+    f->n_batch = n_batch;
+    f->logits_all = logits_all;
+    tern_status st = TERN_OK;
+    f->layers = calloc((size_t)hp->n_layer, sizeof *f->layers);
+    if (!f->layers) {
+        st = tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+#define W(dst, src)                                                                                               \
+    if ((st = make_weight(f, (src), &(dst), err)) != TERN_OK)                                                     \
+        goto fail;
+    W(f->token_embd, m->w.token_embd);
+    W(f->output_norm, m->w.output_norm);
+    if (m->w.tied_output)
+        f->output = f->token_embd;
+    else
+        W(f->output, m->w.output);
+    W(f->output_bias, m->w.output_bias);
+    W(f->rope_freqs, m->w.rope_freqs);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const tern_layer_weights *L = &m->w.layers[il];
+        tern_layer_handles *H = &f->layers[il];
+        W(H->attn_norm, L->attn_norm);
+        W(H->wq, L->wq);
+        W(H->wk, L->wk);
+        W(H->wv, L->wv);
+        W(H->wo, L->wo);
+        W(H->bq, L->bq);
+        W(H->bk, L->bk);
+        W(H->bv, L->bv);
+        W(H->bo, L->bo);
+        W(H->q_norm, L->q_norm);
+        W(H->k_norm, L->k_norm);
+        W(H->post_attn_norm, L->post_attn_norm);
+        W(H->ffn_norm, L->ffn_norm);
+        W(H->ffn_gate, L->ffn_gate);
+        W(H->ffn_up, L->ffn_up);
+        W(H->ffn_down, L->ffn_down);
+        W(H->post_ffw_norm, L->post_ffw_norm);
+    }
+#undef W
+    const int64_t E = hp->n_embd, B = n_batch;
+#define BUF(dst, width)                                                                                           \
+    if ((st = make_buf(f, B, (width), &(dst), err)) != TERN_OK)                                                   \
+        goto fail;
+    BUF(f->x, E);
+    BUF(f->xn, E);
+    BUF(f->tmp, E);
+    BUF(f->q, hp->n_head * hp->head_dim_k);
+    BUF(f->k, hp->n_head_kv * hp->head_dim_k);
+    BUF(f->v, hp->n_head_kv * hp->head_dim_v);
+    BUF(f->attn, hp->n_head * hp->head_dim_v);
+    BUF(f->gate, hp->n_ff);
+    BUF(f->up, hp->n_ff);
+#undef BUF
+    if ((st = make_buf(f, logits_all ? B : 1, hp->n_vocab, &f->logits, err)) != TERN_OK)
+        goto fail;
+    tern_kv_shape kv = {hp->n_layer, n_ctx, hp->n_head_kv * hp->head_dim_k, hp->n_head_kv * hp->head_dim_v};
+    if ((st = be->ops->kv_create(be, &kv, err)) != TERN_OK)
+        goto fail;
+    *out = f;
+    return TERN_OK;
+fail:
+    tern_forward_free(f);
+    return st;
+}
+
+void tern_forward_free(tern_forward *f) {
+    if (!f)
+        return;
+    const tern_backend_ops *ops = f->be->ops;
+    tern_weight *singles[] = {f->token_embd, f->output_norm, f->output == f->token_embd ? NULL : f->output,
+                              f->output_bias, f->rope_freqs};
+    for (size_t i = 0; i < sizeof singles / sizeof singles[0]; i++)
+        if (singles[i])
+            ops->weight_free(f->be, singles[i]);
+    if (f->layers) {
+        for (int64_t il = 0; il < f->model->hp.n_layer; il++) {
+            /* The handle struct is a flat list of weight pointers. */
+            tern_weight **p = (tern_weight **)&f->layers[il];
+            for (size_t j = 0; j < sizeof(tern_layer_handles) / sizeof(tern_weight *); j++)
+                if (p[j])
+                    ops->weight_free(f->be, p[j]);
+        }
+    }
+    tern_buf *bufs[] = {f->x, f->xn, f->q, f->k, f->v, f->attn, f->tmp, f->gate, f->up, f->logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i])
+            ops->buf_free(f->be, bufs[i]);
+    free(f->layers);
+    free(f->host_check);
+    free(f);
+}
+
+/* --check-numerics: read the residual stream back and name the first layer that went non-finite. */
+static tern_status check_finite(tern_forward *f, const tern_buf *b, int64_t n, const char *where, int64_t layer,
+                                tern_error *err) {
+    if (!f->host_check && !(f->host_check = malloc((size_t)(f->n_batch * f->model->hp.n_embd) * sizeof(float))))
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    tern_status st = f->be->ops->read(f->be, b, 0, n, f->host_check, err);
+    if (st != TERN_OK)
+        return st;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(f->host_check[i]))
+            return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite value (%g) in %s of layer %lld, element %lld",
+                                  f->host_check[i], where, (long long)layer, (long long)i);
+    return TERN_OK;
+}
+
+/* gemma3 interleaves sliding-window layers (local rope base) with global ones. */
+static bool layer_is_local(const tern_hparams *hp, int64_t il) {
+    return hp->n_swa > 0 && hp->swa_pattern > 0 && (il % hp->swa_pattern) < hp->swa_pattern - 1;
+}
+
+tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n, int64_t pos0, float *logits,
+                              tern_error *err) {
+    const tern_hparams *hp = &f->model->hp;
+    tern_backend *be = f->be;
+    const tern_backend_ops *o = be->ops;
+    if (n < 1 || n > f->n_batch)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "batch of %lld tokens (the limit is %lld)", (long long)n,
+                              (long long)f->n_batch);
+    if (pos0 < 0 || pos0 + n > f->n_ctx)
+        return tern_error_set(err, TERN_ERR_CONTEXT_FULL,
+                              "the context is full: %lld tokens do not fit after position %lld (context %lld)",
+                              (long long)n, (long long)pos0, (long long)f->n_ctx);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return tern_error_set(err, TERN_ERR_INVALID_ARG, "token id %d is outside the vocabulary (%lld)",
+                                  tokens[i], (long long)hp->n_vocab);
+    const int64_t E = hp->n_embd;
+    tern_status st;
+
+    o->get_rows(be, f->token_embd, tokens, n, hp->embd_scale, f->x);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const tern_layer_handles *L = &f->layers[il];
+        const bool local = layer_is_local(hp, il);
+
+        o->rmsnorm(be, f->x, L->attn_norm, n, hp->rms_eps, f->xn);
+        o->matmul(be, L->wq, f->xn, n, f->q);
+        o->matmul(be, L->wk, f->xn, n, f->k);
+        o->matmul(be, L->wv, f->xn, n, f->v);
+        if (L->bq)
+            o->add_bias(be, L->bq, n, f->q);
+        if (L->bk)
+            o->add_bias(be, L->bk, n, f->k);
+        if (L->bv)
+            o->add_bias(be, L->bv, n, f->v);
+        if (L->q_norm) {
+            o->rmsnorm(be, f->q, L->q_norm, n * hp->n_head, hp->rms_eps, f->q);
+            o->rmsnorm(be, f->k, L->k_norm, n * hp->n_head_kv, hp->rms_eps, f->k);
+        }
+        tern_rope_params rp = {
+            .pos0 = pos0,
+            .n_tokens = n,
+            .n_head = hp->n_head,
+            .head_dim = hp->head_dim_k,
+            .n_rot = hp->n_rot,
+            .base = local ? hp->rope_base_local : hp->rope_base,
+            .freq_scale = local ? 1.0f : hp->rope_freq_scale,
+            .neox = hp->rope_neox,
+            .freq_factors = f->rope_freqs,
+        };
+        o->rope(be, f->q, &rp);
+        rp.n_head = hp->n_head_kv;
+        o->rope(be, f->k, &rp);
+        o->kv_store(be, (int)il, f->k, f->v, pos0, n);
+        tern_attn_params ap = {
+            .layer = (int)il,
+            .pos0 = pos0,
+            .n_tokens = n,
+            .n_head = hp->n_head,
+            .n_head_kv = hp->n_head_kv,
+            .head_dim_k = hp->head_dim_k,
+            .head_dim_v = hp->head_dim_v,
+            .scale = hp->attn_scale,
+            .window = local ? hp->n_swa : 0,
+        };
+        o->attention(be, f->q, &ap, f->attn);
+        o->matmul(be, L->wo, f->attn, n, f->tmp);
+        if (L->bo)
+            o->add_bias(be, L->bo, n, f->tmp);
+        if (L->post_attn_norm)
+            o->rmsnorm(be, f->tmp, L->post_attn_norm, n, hp->rms_eps, f->tmp);
+        o->add(be, f->tmp, n * E, f->x);
+
+        o->rmsnorm(be, f->x, L->ffn_norm, n, hp->rms_eps, f->xn);
+        o->matmul(be, L->ffn_gate, f->xn, n, f->gate);
+        o->matmul(be, L->ffn_up, f->xn, n, f->up);
+        o->glu(be, f->gate, f->up, n * hp->n_ff, hp->act, f->gate);
+        o->matmul(be, L->ffn_down, f->gate, n, f->tmp);
+        if (L->post_ffw_norm)
+            o->rmsnorm(be, f->tmp, L->post_ffw_norm, n, hp->rms_eps, f->tmp);
+        o->add(be, f->tmp, n * E, f->x);
+        if (f->check_numerics && (st = check_finite(f, f->x, n * E, "the residual stream", il, err)) != TERN_OK)
+            return st;
+    }
+
+    int64_t rows = f->logits_all ? n : 1;
+    if (!f->logits_all) { /* only the last position's logits are needed */
+        o->copy_row(be, f->x, n - 1, E, f->xn);
+        o->rmsnorm(be, f->xn, f->output_norm, 1, hp->rms_eps, f->xn);
+    } else {
+        o->rmsnorm(be, f->x, f->output_norm, n, hp->rms_eps, f->xn);
+    }
+    o->matmul(be, f->output, f->xn, rows, f->logits);
+    if (f->output_bias)
+        o->add_bias(be, f->output_bias, rows, f->logits);
+    st = o->read(be, f->logits, 0, rows * hp->n_vocab, logits, err);
+    if (st != TERN_OK)
+        return st;
+    for (int64_t i = 0; i < rows * hp->n_vocab; i++)
+        if (!isfinite(logits[i]))
+            return tern_error_set(err, TERN_ERR_NUMERICS,
+                                  "non-finite logit at position %lld (run with --check-numerics to find the layer)",
+                                  (long long)(pos0 + i / hp->n_vocab));
+    return TERN_OK;
+}

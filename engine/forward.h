@@ -1,0 +1,45 @@
+/*
+ * The forward pass of the supported architectures (formats.md §5), written once against the
+ * backend interface. Prompt tokens go through in batches (matrix x matrix); decode is a batch of 1.
+ */
+#ifndef TERN_ENGINE_FORWARD_H
+#define TERN_ENGINE_FORWARD_H
+
+#include "engine/backend.h"
+
+typedef struct tern_layer_handles {
+    tern_weight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *q_norm, *k_norm, *post_attn_norm;
+    tern_weight *ffn_norm, *ffn_gate, *ffn_up, *ffn_down, *post_ffw_norm;
+} tern_layer_handles;
+
+typedef struct tern_forward {
+    const tern_model *model;
+    tern_backend *be;
+    int64_t n_ctx;
+    int64_t n_batch;
+    bool logits_all; /* keep logits of every batch position (perplexity, tests) */
+    bool check_numerics;
+
+    tern_weight *token_embd, *output_norm, *output, *output_bias, *rope_freqs;
+    tern_layer_handles *layers;
+
+    /* Activations, n_batch rows each. */
+    tern_buf *x, *xn, *q, *k, *v, *attn, *tmp, *gate, *up, *logits;
+    float *host_check; /* --check-numerics read-back, n_batch * E */
+} tern_forward;
+
+/* Bytes of activations and scratch a context of this shape allocates (for the memory plan). */
+uint64_t tern_forward_scratch_bytes(const tern_hparams *hp, int64_t n_batch, bool logits_all);
+/* Bytes of the FP16 KV cache: 2 (K and V) * n_layer * n_ctx * n_head_kv * head_dim * 2 bytes. */
+uint64_t tern_kv_cache_bytes(const tern_hparams *hp, int64_t n_ctx);
+
+tern_status tern_forward_create(const tern_model *m, tern_backend *be, int64_t n_ctx, int64_t n_batch,
+                                bool logits_all, tern_forward **out, tern_error *err);
+void tern_forward_free(tern_forward *f);
+
+/* Run n tokens (<= n_batch) at positions pos0.. and copy logits to `logits`: n_vocab floats of the
+ * last token, or n * n_vocab when logits_all. pos0 + n must be <= n_ctx. */
+tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n, int64_t pos0, float *logits,
+                              tern_error *err);
+
+#endif

@@ -1,0 +1,319 @@
+/*
+ * Hyper-parameters from metadata and weight binding (formats.md §3.2, §3.4, §5).
+ * Everything later code indexes with is checked here, so the forward pass can trust it.
+ */
+#include "engine/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "quant/quant.h"
+
+const char *tern_arch_name(tern_arch arch) {
+    switch (arch) {
+    case TERN_ARCH_LLAMA: return "llama";
+    case TERN_ARCH_QWEN2: return "qwen2";
+    case TERN_ARCH_GEMMA3: return "gemma3";
+    }
+    return "unknown";
+}
+
+/* Sane upper bounds: anything above is a corrupt or hostile file, not a model. */
+#define MAX_DIM (1 << 20)
+#define MAX_VOCAB (1 << 22)
+
+typedef struct key_reader {
+    const tern_gguf *g;
+    const char *arch;
+    tern_error *err;
+} key_reader;
+
+static void arch_key(const key_reader *r, const char *suffix, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s.%s", r->arch, suffix);
+}
+
+/* A required or optional count under "{arch}.suffix", bounded to [lo, hi]. */
+static tern_status read_count(const key_reader *r, const char *suffix, bool required, int64_t dflt, int64_t lo,
+                              int64_t hi, int64_t *out) {
+    char key[160];
+    arch_key(r, suffix, key, sizeof key);
+    uint32_t v = 0;
+    tern_error e = {0};
+    tern_status st = tern_gguf_get_count(r->g, key, &v, &e);
+    if (st == TERN_ERR_NOT_FOUND && !required) {
+        *out = dflt;
+        return TERN_OK;
+    }
+    if (st == TERN_ERR_NOT_FOUND)
+        return tern_error_set(r->err, TERN_ERR_FORMAT, "required key '%s' is missing", key);
+    if (st == TERN_ERR_TYPE && tern_gguf_find_key(r->g, key) >= 0 &&
+        tern_gguf_type_at(r->g, tern_gguf_find_key(r->g, key)) == TERN_GGUF_ARRAY)
+        return tern_error_set(r->err, TERN_ERR_UNSUPPORTED, "key '%s' is a per-layer array; tern supports one value",
+                              key);
+    if (st != TERN_OK)
+        return tern_error_set(r->err, st, "%s", e.message);
+    if ((int64_t)v < lo || (int64_t)v > hi)
+        return tern_error_set(r->err, TERN_ERR_FORMAT, "key '%s' = %u is outside [%lld, %lld]", key, v,
+                              (long long)lo, (long long)hi);
+    *out = v;
+    return TERN_OK;
+}
+
+static tern_status read_float(const key_reader *r, const char *suffix, bool required, float dflt, float *out) {
+    char key[160];
+    arch_key(r, suffix, key, sizeof key);
+    tern_error e = {0};
+    tern_status st = tern_gguf_get_f32(r->g, key, out, &e);
+    if (st == TERN_ERR_NOT_FOUND && !required) {
+        *out = dflt;
+        return TERN_OK;
+    }
+    if (st == TERN_ERR_NOT_FOUND)
+        return tern_error_set(r->err, TERN_ERR_FORMAT, "required key '%s' is missing", key);
+    if (st != TERN_OK)
+        return tern_error_set(r->err, st, "%s", e.message);
+    if (!isfinite(*out))
+        return tern_error_set(r->err, TERN_ERR_FORMAT, "key '%s' is not a finite number", key);
+    return TERN_OK;
+}
+
+tern_status tern_hparams_read(const tern_gguf *g, tern_hparams *hp, tern_error *err) {
+    memset(hp, 0, sizeof *hp);
+    tern_gguf_str arch_s;
+    tern_error e = {0};
+    tern_status st = tern_gguf_get_str(g, "general.architecture", &arch_s, &e);
+    if (st == TERN_ERR_NOT_FOUND)
+        return tern_error_set(err, TERN_ERR_FORMAT, "key 'general.architecture' is missing: not a model file");
+    if (st != TERN_OK)
+        return tern_error_set(err, st, "%s", e.message);
+    char arch[32] = {0};
+    if (arch_s.len >= sizeof arch)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "architecture name too long");
+    memcpy(arch, arch_s.ptr, arch_s.len);
+    if (!strcmp(arch, "llama"))
+        hp->arch = TERN_ARCH_LLAMA;
+    else if (!strcmp(arch, "qwen2"))
+        hp->arch = TERN_ARCH_QWEN2;
+    else if (!strcmp(arch, "gemma3"))
+        hp->arch = TERN_ARCH_GEMMA3;
+    else
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "architecture '%s' is not supported (tern runs llama, qwen2, gemma3)", arch);
+
+    key_reader r = {g, arch, err};
+#define TRY(x)                                                                                                    \
+    do {                                                                                                          \
+        tern_status s_ = (x);                                                                                     \
+        if (s_ != TERN_OK)                                                                                        \
+            return s_;                                                                                            \
+    } while (0)
+    TRY(read_count(&r, "context_length", true, 0, 1, 1 << 24, &hp->n_ctx_train));
+    TRY(read_count(&r, "embedding_length", true, 0, 1, MAX_DIM, &hp->n_embd));
+    TRY(read_count(&r, "block_count", true, 0, 1, TERN_MAX_LAYERS, &hp->n_layer));
+    TRY(read_count(&r, "feed_forward_length", true, 0, 1, MAX_DIM, &hp->n_ff));
+    TRY(read_count(&r, "attention.head_count", true, 0, 1, 4096, &hp->n_head));
+    TRY(read_count(&r, "attention.head_count_kv", false, hp->n_head, 1, 4096, &hp->n_head_kv));
+    if (hp->n_head % hp->n_head_kv != 0)
+        return tern_error_set(err, TERN_ERR_FORMAT, "head_count %lld is not a multiple of head_count_kv %lld",
+                              (long long)hp->n_head, (long long)hp->n_head_kv);
+    if (hp->n_embd % hp->n_head != 0 && hp->arch != TERN_ARCH_GEMMA3)
+        return tern_error_set(err, TERN_ERR_FORMAT, "embedding_length %lld is not a multiple of head_count %lld",
+                              (long long)hp->n_embd, (long long)hp->n_head);
+    int64_t dflt_dim = hp->n_embd / hp->n_head;
+    TRY(read_count(&r, "attention.key_length", false, dflt_dim, 1, 4096, &hp->head_dim_k));
+    TRY(read_count(&r, "attention.value_length", false, dflt_dim, 1, 4096, &hp->head_dim_v));
+    TRY(read_count(&r, "rope.dimension_count", false, hp->head_dim_k, 2, 4096, &hp->n_rot));
+    if (hp->n_rot % 2 != 0 || hp->n_rot > hp->head_dim_k)
+        return tern_error_set(err, TERN_ERR_FORMAT, "rope.dimension_count %lld must be even and <= head size %lld",
+                              (long long)hp->n_rot, (long long)hp->head_dim_k);
+    if (hp->arch == TERN_ARCH_LLAMA && (hp->n_rot != hp->head_dim_k || hp->head_dim_k != hp->head_dim_v))
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "llama needs rope dims == key length == value length");
+    TRY(read_float(&r, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps));
+    if (!(hp->rms_eps > 0 && hp->rms_eps < 1))
+        return tern_error_set(err, TERN_ERR_FORMAT, "rms epsilon %g is not in (0, 1)", hp->rms_eps);
+    TRY(read_float(&r, "rope.freq_base", false, 10000.0f, &hp->rope_base));
+    if (!(hp->rope_base > 1))
+        return tern_error_set(err, TERN_ERR_FORMAT, "rope.freq_base %g must be > 1", hp->rope_base);
+    float factor = 0;
+    TRY(read_float(&r, "rope.scaling.factor", false, 0, &factor));
+    if (factor == 0)
+        TRY(read_float(&r, "rope.scale_linear", false, 0, &factor));
+    hp->rope_freq_scale = factor > 0 ? 1.0f / factor : 1.0f;
+    {
+        char key[160];
+        arch_key(&r, "rope.scaling.type", key, sizeof key);
+        tern_gguf_str type_s;
+        if (tern_gguf_get_str(g, key, &type_s, NULL) == TERN_OK && type_s.len == 4 &&
+            !memcmp(type_s.ptr, "yarn", 4) && factor > 1)
+            return tern_error_set(err, TERN_ERR_UNSUPPORTED, "YaRN rope scaling is not supported yet");
+    }
+    hp->rope_base_local = hp->rope_base;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim_k);
+    hp->embd_scale = 1.0f;
+    hp->act = TERN_ACT_SILU;
+    hp->rope_neox = hp->arch != TERN_ARCH_LLAMA;
+    if (hp->arch == TERN_ARCH_GEMMA3) {
+        TRY(read_count(&r, "attention.sliding_window", true, 0, 1, 1 << 24, &hp->n_swa));
+        hp->swa_pattern = 6;
+        hp->rope_base_local = 10000.0f;
+        hp->embd_scale = sqrtf((float)hp->n_embd);
+        hp->act = TERN_ACT_GELU;
+        hp->post_norms = true;
+        hp->qk_norm = true;
+        if (hp->n_layer == 62) /* the 27B model scales by the embedding per head */
+            hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    }
+#undef TRY
+
+    /* The vocab size is the token list's length (checked against the embedding at bind time). */
+    tern_gguf_array tokens;
+    if (tern_gguf_get_array(g, "tokenizer.ggml.tokens", &tokens, NULL) != TERN_OK)
+        return tern_error_set(err, TERN_ERR_FORMAT, "the file has no tokenizer.ggml.tokens array");
+    if (tokens.count < 1 || tokens.count > MAX_VOCAB)
+        return tern_error_set(err, TERN_ERR_FORMAT, "vocabulary of %llu tokens is out of range",
+                              (unsigned long long)tokens.count);
+    hp->n_vocab = (int64_t)tokens.count;
+    return TERN_OK;
+}
+
+/* ---- binding ---- */
+
+typedef struct binder {
+    const tern_gguf *g;
+    tern_error *err;
+} binder;
+
+/* Find name; check dims == ne (n entries, unused dims 1) and a type the kernels handle. */
+static tern_status bind(const binder *b, const char *name, bool required, int n, int64_t ne0, int64_t ne1,
+                        const tern_gguf_tensor **out) {
+    const tern_gguf_tensor *t = tern_gguf_find_tensor(b->g, name);
+    *out = t;
+    if (!t) {
+        if (required)
+            return tern_error_set(b->err, TERN_ERR_FORMAT, "tensor '%s' is missing", name);
+        return TERN_OK;
+    }
+    int64_t want[4] = {ne0, n > 1 ? ne1 : 1, 1, 1};
+    if (t->ne[0] != want[0] || t->ne[1] != want[1] || t->ne[2] != 1 || t->ne[3] != 1)
+        return tern_error_set(b->err, TERN_ERR_FORMAT,
+                              "tensor '%s' has shape [%lld, %lld, %lld, %lld], the metadata implies [%lld, %lld]",
+                              name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                              (long long)t->ne[3], (long long)want[0], (long long)want[1]);
+    if (!tern_quant_type_get(t->type) || t->type == TERN_TYPE_Q8_K)
+        return tern_error_set(b->err, TERN_ERR_UNSUPPORTED, "tensor '%s' has type %s, which tern cannot compute with",
+                              name, tern_type_name(t->type));
+    if (n == 1 && t->type != TERN_TYPE_F32)
+        return tern_error_set(b->err, TERN_ERR_UNSUPPORTED, "vector '%s' is %s; tern expects F32 norms and biases",
+                              name, tern_type_name(t->type));
+    return TERN_OK;
+}
+
+static tern_status bind_layer(const binder *b, const tern_hparams *hp, int il, tern_layer_weights *L) {
+    const int64_t E = hp->n_embd, F = hp->n_ff, qd = hp->n_head * hp->head_dim_k,
+                  kd = hp->n_head_kv * hp->head_dim_k, vd = hp->n_head_kv * hp->head_dim_v,
+                  od = hp->n_head * hp->head_dim_v;
+    const bool gemma = hp->arch == TERN_ARCH_GEMMA3, qwen = hp->arch == TERN_ARCH_QWEN2,
+               llama = hp->arch == TERN_ARCH_LLAMA;
+    char name[TERN_GGUF_MAX_NAME];
+#define B(field, suffix, req, n, a, c)                                                                            \
+    do {                                                                                                          \
+        snprintf(name, sizeof name, "blk.%d." suffix, il);                                                        \
+        tern_status s_ = bind(b, name, (req), (n), (a), (c), &L->field);                                          \
+        if (s_ != TERN_OK)                                                                                        \
+            return s_;                                                                                            \
+    } while (0)
+    B(attn_norm, "attn_norm.weight", true, 1, E, 0);
+    B(wq, "attn_q.weight", true, 2, E, qd);
+    B(wk, "attn_k.weight", true, 2, E, kd);
+    B(wv, "attn_v.weight", true, 2, E, vd);
+    B(wo, "attn_output.weight", true, 2, od, E);
+    if (!gemma) {
+        B(bq, "attn_q.bias", qwen, 1, qd, 0);
+        B(bk, "attn_k.bias", qwen, 1, kd, 0);
+        B(bv, "attn_v.bias", qwen, 1, vd, 0);
+    }
+    if (llama)
+        B(bo, "attn_output.bias", false, 1, E, 0);
+    if (gemma) {
+        B(q_norm, "attn_q_norm.weight", true, 1, hp->head_dim_k, 0);
+        B(k_norm, "attn_k_norm.weight", true, 1, hp->head_dim_k, 0);
+        B(post_attn_norm, "post_attention_norm.weight", true, 1, E, 0);
+        B(post_ffw_norm, "post_ffw_norm.weight", true, 1, E, 0);
+    }
+    B(ffn_norm, "ffn_norm.weight", true, 1, E, 0);
+    B(ffn_gate, "ffn_gate.weight", true, 2, E, F);
+    B(ffn_up, "ffn_up.weight", true, 2, E, F);
+    B(ffn_down, "ffn_down.weight", true, 2, F, E);
+#undef B
+    return TERN_OK;
+}
+
+tern_status tern_model_bind(const tern_gguf *g, const tern_hparams *hp, tern_model_weights *w, tern_error *err) {
+    memset(w, 0, sizeof *w);
+    binder b = {g, err};
+    tern_status st;
+    const tern_gguf_tensor *emb = tern_gguf_find_tensor(g, "token_embd.weight");
+    if (emb && emb->ne[1] != hp->n_vocab)
+        return tern_error_set(err, TERN_ERR_FORMAT,
+                              "the vocabulary has %lld tokens but token_embd.weight has %lld rows",
+                              (long long)hp->n_vocab, (long long)emb->ne[1]);
+    if ((st = bind(&b, "token_embd.weight", true, 2, hp->n_embd, hp->n_vocab, &w->token_embd)))
+        return st;
+    if ((st = bind(&b, "output_norm.weight", true, 1, hp->n_embd, 0, &w->output_norm)))
+        return st;
+    if ((st = bind(&b, "output.weight", false, 2, hp->n_embd, hp->n_vocab, &w->output)))
+        return st;
+    if (!w->output) {
+        w->output = w->token_embd;
+        w->tied_output = true;
+    }
+    if (hp->arch == TERN_ARCH_QWEN2 && (st = bind(&b, "output.bias", false, 1, hp->n_vocab, 0, &w->output_bias)))
+        return st;
+    if (hp->arch == TERN_ARCH_LLAMA &&
+        (st = bind(&b, "rope_freqs.weight", false, 1, hp->n_rot / 2, 0, &w->rope_freqs)))
+        return st;
+    w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
+    if (!w->layers)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory binding %lld layers", (long long)hp->n_layer);
+    for (int il = 0; il < hp->n_layer; il++) {
+        if ((st = bind_layer(&b, hp, il, &w->layers[il]))) {
+            tern_model_weights_free(w);
+            return st;
+        }
+    }
+    return TERN_OK;
+}
+
+void tern_model_weights_free(tern_model_weights *w) {
+    if (!w)
+        return;
+    free(w->layers);
+    w->layers = NULL;
+}
+
+void tern_model_quant_mix(const tern_model *m, char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = 0;
+    /* Largest byte share first, so the dominant format reads first. */
+    bool done[TERN_TYPE_COUNT] = {0};
+    for (;;) {
+        int best = -1;
+        for (int t = 0; t < TERN_TYPE_COUNT; t++)
+            if (!done[t] && m->type_count[t] > 0 && (best < 0 || m->type_bytes[t] > m->type_bytes[best]))
+                best = t;
+        if (best < 0 || used + 1 >= cap)
+            break;
+        done[best] = true;
+        int n = snprintf(buf + used, cap - used, "%s%s x%lld", used ? ", " : "", tern_type_name((uint32_t)best),
+                         (long long)m->type_count[best]);
+        if (n < 0)
+            break;
+        used += (size_t)n < cap - used ? (size_t)n : cap - used - 1;
+    }
+}
+
+bool tern_model_weights_are_float(const tern_model *m) {
+    uint64_t fl = m->type_bytes[TERN_TYPE_F32] + m->type_bytes[TERN_TYPE_F16] + m->type_bytes[TERN_TYPE_BF16];
+    return m->weight_bytes > 0 && fl * 2 > m->weight_bytes;
+}

@@ -1,0 +1,111 @@
+/*
+ * A model: the GGUF file, its hyper-parameters, and every weight bound by name with its shape
+ * checked against them (formats.md §3, §5). Weights stay in the mapped file (zero copy).
+ */
+#ifndef TERN_ENGINE_MODEL_H
+#define TERN_ENGINE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/tokenizer.h"
+#include "gguf/gguf.h"
+
+typedef enum tern_arch {
+    TERN_ARCH_LLAMA = 0,
+    TERN_ARCH_QWEN2 = 1,
+    TERN_ARCH_GEMMA3 = 2,
+} tern_arch;
+
+typedef enum tern_activation {
+    TERN_ACT_SILU = 0, /* SwiGLU */
+    TERN_ACT_GELU = 1, /* GeGLU, tanh form */
+} tern_activation;
+
+#define TERN_MAX_LAYERS 512
+
+typedef struct tern_hparams {
+    tern_arch arch;
+    int64_t n_vocab;
+    int64_t n_ctx_train;
+    int64_t n_embd;    /* E */
+    int64_t n_layer;
+    int64_t n_ff;      /* F */
+    int64_t n_head;    /* H */
+    int64_t n_head_kv; /* Hk */
+    int64_t head_dim_k; /* Dk */
+    int64_t head_dim_v; /* Dv */
+    int64_t n_rot;      /* rotated dims per head */
+    float rms_eps;
+    float rope_base;       /* global layers */
+    float rope_base_local; /* gemma3 sliding-window layers */
+    float rope_freq_scale; /* 1 / scaling factor (global layers) */
+    bool rope_neox;        /* pair (k, k + n_rot/2) instead of (2k, 2k+1) */
+    float attn_scale;      /* multiplies q.k */
+    float embd_scale;      /* multiplies the input embedding (gemma3: sqrt(E)) */
+    int64_t n_swa;         /* sliding window, 0 = none */
+    int swa_pattern;       /* layer il is local when il % pattern < pattern - 1 (gemma3: 6) */
+    tern_activation act;
+    bool post_norms; /* gemma3: post-attention and post-FFN norms */
+    bool qk_norm;    /* gemma3: per-head RMSNorm of q and k */
+} tern_hparams;
+
+/* Pointers into the GGUF tensor table; NULL where an optional tensor is absent. */
+typedef struct tern_layer_weights {
+    const tern_gguf_tensor *attn_norm;      /* [E] */
+    const tern_gguf_tensor *wq;             /* [E, H*Dk] */
+    const tern_gguf_tensor *wk;             /* [E, Hk*Dk] */
+    const tern_gguf_tensor *wv;             /* [E, Hk*Dv] */
+    const tern_gguf_tensor *wo;             /* [H*Dv, E] */
+    const tern_gguf_tensor *bq, *bk, *bv;   /* [H*Dk], [Hk*Dk], [Hk*Dv] (qwen2; optional llama) */
+    const tern_gguf_tensor *bo;             /* [E] (optional llama) */
+    const tern_gguf_tensor *q_norm, *k_norm; /* [Dk] (gemma3) */
+    const tern_gguf_tensor *post_attn_norm; /* [E] (gemma3) */
+    const tern_gguf_tensor *ffn_norm;       /* [E] */
+    const tern_gguf_tensor *ffn_gate;       /* [E, F] */
+    const tern_gguf_tensor *ffn_up;         /* [E, F] */
+    const tern_gguf_tensor *ffn_down;       /* [F, E] */
+    const tern_gguf_tensor *post_ffw_norm;  /* [E] (gemma3) */
+} tern_layer_weights;
+
+typedef struct tern_model_weights {
+    const tern_gguf_tensor *token_embd;  /* [E, V] */
+    const tern_gguf_tensor *output_norm; /* [E] */
+    const tern_gguf_tensor *output;      /* [E, V]; token_embd when tied */
+    const tern_gguf_tensor *output_bias; /* [V] or NULL */
+    const tern_gguf_tensor *rope_freqs;  /* [n_rot/2] or NULL */
+    tern_layer_weights *layers;          /* n_layer entries */
+    bool tied_output;
+} tern_model_weights;
+
+struct tern_model {
+    tern_gguf *gguf;
+    char path[1024];
+    char name[128]; /* general.name or the file name */
+    tern_hparams hp;
+    tern_model_weights w;
+    tern_tokenizer *tokenizer;
+    const char *chat_template; /* NUL-terminated copy, or NULL */
+    uint64_t weight_bytes;     /* bytes of every tensor */
+    uint64_t n_params;         /* elements of every tensor */
+    uint64_t type_bytes[TERN_TYPE_COUNT];
+    int64_t type_count[TERN_TYPE_COUNT];
+    int64_t load_us;           /* open + validate + bind */
+    char warning[256];         /* load-time warnings (e.g. F16 weights) or "" */
+    char tokenizer_desc[64];   /* "llama", "gpt2 (smollm)" */
+};
+typedef struct tern_model tern_model;
+
+/* Read hyper-parameters of a supported architecture from metadata (no tensors). */
+tern_status tern_hparams_read(const tern_gguf *g, tern_hparams *hp, tern_error *err);
+/* Bind every tensor of the architecture, checking types are supported and shapes exact. */
+tern_status tern_model_bind(const tern_gguf *g, const tern_hparams *hp, tern_model_weights *w, tern_error *err);
+void tern_model_weights_free(tern_model_weights *w);
+
+const char *tern_arch_name(tern_arch arch);
+/* Short summary of the quant mix: "Q4_K 25, Q6_K 5, F32 9". */
+void tern_model_quant_mix(const tern_model *m, char *buf, size_t cap);
+/* True when F16/F32/BF16 make up most of the weight bytes (the 5x pitfall). */
+bool tern_model_weights_are_float(const tern_model *m);
+
+#endif

@@ -1,0 +1,298 @@
+#include "tools/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+bool tern_cli_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "tern: %s needs a whole number in [%lld, %lld], got '%s'\n", flag, (long long)lo,
+                (long long)hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool tern_cli_float(const char *flag, const char *s, double lo, double hi, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "tern: %s needs a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+const char *tern_cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "tern: %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    *i += 1;
+    return argv[*i];
+}
+
+const char *tern_cli_bytes(uint64_t b, char *buf, size_t cap) {
+    if (b >= (1ull << 30))
+        snprintf(buf, cap, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else if (b >= (1ull << 20))
+        snprintf(buf, cap, "%.1f MiB", (double)b / (double)(1ull << 20));
+    else
+        snprintf(buf, cap, "%.1f KiB", (double)b / 1024.0);
+    return buf;
+}
+
+int tern_cli_fail(const char *cmd, const tern_error *err) {
+    fprintf(stderr, "tern %s: %s\n", cmd, err->message[0] ? err->message : tern_status_name(err->status));
+    return TERN_EXIT_FAIL;
+}
+
+void tern_progress_start(tern_progress *p, const char *label, uint64_t total) {
+    p->label = label;
+    p->total = total ? total : 1;
+    p->last_permille = -1;
+    p->tty = isatty(STDERR_FILENO);
+    tern_progress_update(p, 0);
+}
+
+void tern_progress_update(tern_progress *p, uint64_t done) {
+    if (!p->tty)
+        return;
+    int permille = (int)(done * 1000 / p->total);
+    if (permille == p->last_permille)
+        return;
+    p->last_permille = permille;
+    int width = 40, fill = permille * width / 1000;
+    fprintf(stderr, "\r%s [", p->label);
+    for (int i = 0; i < width; i++)
+        fputc(i < fill ? '#' : '.', stderr);
+    fprintf(stderr, "] %5.1f%%", permille / 10.0);
+    fflush(stderr);
+}
+
+void tern_progress_end(tern_progress *p) {
+    if (p->tty) {
+        tern_progress_update(p, p->total);
+        fputc('\n', stderr);
+    }
+}
+
+void tern_run_options_init(tern_run_options *o) {
+    memset(o, 0, sizeof *o);
+    o->ctx = tern_context_default_params();
+    o->sampler = tern_sampler_default_params();
+}
+
+const char tern_run_options_help[] =
+    "  -m, --model FILE       GGUF model file\n"
+    "  -c, --ctx N            context length (default 4096, or the model's trained length if smaller)\n"
+    "  -b, --batch N          prompt tokens per forward pass (default 512)\n"
+    "  -t, --threads N|auto   CPU threads (default auto: the performance cores)\n"
+    "      --backend B        auto, cpu or opencl (default auto)\n"
+    "      --device N         OpenCL device index\n"
+    "      --force            allow a context above the trained length or over available memory\n"
+    "      --check-numerics   check every layer for inf/NaN and name the first bad one (slow)\n"
+    "      --temp T           temperature (default 0.8; 0 = greedy)\n"
+    "      --top-k N          (default 40; 0 = off)\n"
+    "      --top-p P          (default 0.95; 1 = off)\n"
+    "      --min-p P          (default 0.05; 0 = off)\n"
+    "      --repeat-penalty R (default 1.0 = off)\n"
+    "      --repeat-last-n N  tokens the penalty looks back over (default 64)\n"
+    "      --seed S           random seed (default 0; -s in run)\n";
+
+static bool is_flag(const char *a, const char *name, const char *alias) {
+    return !strcmp(a, name) || (alias && !strcmp(a, alias));
+}
+
+int tern_run_options_parse(tern_run_options *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    const char *v;
+    int64_t n;
+    double d;
+#define IS(x, y) is_flag(a, (x), (y))
+#define VALUE()                                                                                                   \
+    if (!(v = tern_cli_value(argc, argv, i)))                                                                     \
+        return -1;
+    if (IS("-m", "--model")) {
+        VALUE();
+        o->model = v;
+    } else if (IS("-c", "--ctx")) {
+        VALUE();
+        if (!tern_cli_int(a, v, 1, 1 << 24, &n))
+            return -1;
+        o->ctx.n_ctx = n;
+    } else if (IS("-b", "--batch")) {
+        VALUE();
+        if (!tern_cli_int(a, v, 1, 1 << 16, &n))
+            return -1;
+        o->ctx.n_batch = n;
+    } else if (IS("-t", "--threads")) {
+        VALUE();
+        if (!strcmp(v, "auto"))
+            o->ctx.n_threads = 0;
+        else if (!tern_cli_int(a, v, 1, 1024, &n))
+            return -1;
+        else
+            o->ctx.n_threads = (int)n;
+    } else if (IS("--backend", NULL)) {
+        VALUE();
+        if (!strcmp(v, "auto"))
+            o->ctx.backend = TERN_BACKEND_AUTO;
+        else if (!strcmp(v, "cpu"))
+            o->ctx.backend = TERN_BACKEND_CPU;
+        else if (!strcmp(v, "opencl"))
+            o->ctx.backend = TERN_BACKEND_OPENCL;
+        else {
+            fprintf(stderr, "tern: --backend is auto, cpu or opencl, got '%s'\n", v);
+            return -1;
+        }
+    } else if (IS("--device", NULL)) {
+        VALUE();
+        if (!tern_cli_int(a, v, 0, 64, &n))
+            return -1;
+        o->ctx.device = (int)n;
+    } else if (IS("--force", NULL)) {
+        o->ctx.force = true;
+    } else if (IS("--check-numerics", NULL)) {
+        o->ctx.check_numerics = true;
+    } else if (IS("--temp", NULL)) {
+        VALUE();
+        if (!tern_cli_float(a, v, 0, 100, &d))
+            return -1;
+        o->sampler.temperature = (float)d;
+    } else if (IS("--top-k", NULL)) {
+        VALUE();
+        if (!tern_cli_int(a, v, 0, 1 << 24, &n))
+            return -1;
+        o->sampler.top_k = (int32_t)n;
+    } else if (IS("--top-p", NULL)) {
+        VALUE();
+        if (!tern_cli_float(a, v, 0, 1, &d))
+            return -1;
+        o->sampler.top_p = (float)d;
+    } else if (IS("--min-p", NULL)) {
+        VALUE();
+        if (!tern_cli_float(a, v, 0, 1, &d))
+            return -1;
+        o->sampler.min_p = (float)d;
+    } else if (IS("--repeat-penalty", NULL)) {
+        VALUE();
+        if (!tern_cli_float(a, v, 0.01, 100, &d))
+            return -1;
+        o->sampler.repeat_penalty = (float)d;
+    } else if (IS("--repeat-last-n", NULL)) {
+        VALUE();
+        if (!tern_cli_int(a, v, 0, 1 << 20, &n))
+            return -1;
+        o->sampler.repeat_last_n = (int32_t)n;
+    } else if (IS("-s", "--seed")) {
+        VALUE();
+        if (!tern_cli_int(a, v, 0, INT64_MAX, &n))
+            return -1;
+        o->sampler.seed = (uint64_t)n;
+    } else {
+        return 0;
+    }
+#undef IS
+#undef VALUE
+    return 1;
+}
+
+int tern_run_setup(const char *cmd, const tern_run_options *o, tern_model **model, tern_context **ctx) {
+    tern_error err = {0};
+    *model = NULL;
+    *ctx = NULL;
+    if (!o->model) {
+        fprintf(stderr, "tern %s: no model given (-m FILE)\n", cmd);
+        return TERN_EXIT_USAGE;
+    }
+    if (tern_model_load(o->model, model, &err) != TERN_OK)
+        return tern_cli_fail(cmd, &err);
+    if (tern_context_create(*model, &o->ctx, ctx, &err) != TERN_OK) {
+        tern_model_free(*model);
+        *model = NULL;
+        return tern_cli_fail(cmd, &err);
+    }
+    tern_model_info mi;
+    tern_context_info ci;
+    tern_model_get_info(*model, &mi);
+    tern_context_get_info(*ctx, &ci);
+    char b1[32], b2[32], b3[32];
+    fprintf(stderr,
+            "model    %s (%s, %lld layers, %s, %.2f bits/weight)\n"
+            "weights  %s%s\n"
+            "backend  %s — %s\n"
+            "threads  %d — %s\n"
+            "context  %lld tokens (trained %lld), KV cache FP16 %s, batch %lld\n",
+            mi.name, mi.architecture, (long long)mi.n_layer, tern_cli_bytes(mi.weight_bytes, b1, sizeof b1),
+            mi.bits_per_weight, mi.quant_mix, mi.weights_are_float ? " (mostly float: slow, see the warning)" : "",
+            ci.backend, ci.backend_reason, ci.n_threads, ci.threads_reason, (long long)ci.n_ctx,
+            (long long)mi.n_ctx_train, tern_cli_bytes(ci.kv_bytes, b2, sizeof b2), (long long)ci.n_batch);
+    if (ci.mem_available)
+        fprintf(stderr, "memory   needs %s of %s available\n",
+                tern_cli_bytes(ci.weight_bytes + ci.kv_bytes + ci.scratch_bytes, b1, sizeof b1),
+                tern_cli_bytes(ci.mem_available, b3, sizeof b3));
+    if (mi.warning && mi.warning[0])
+        fprintf(stderr, "warning  %s\n", mi.warning);
+    return TERN_EXIT_OK;
+}
+
+void tern_cli_json_string(FILE *f, const char *s, size_t len) {
+    fputc('"', f);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+void tern_cli_json_tokens(FILE *f, const int32_t *t, size_t n) {
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s%d", i ? "," : "", t[i]);
+    fputc(']', f);
+}
+
+char *tern_cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = cap * 2 + 65536 + 1;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = b;
+        }
+        size_t r = fread(buf + n, 1, 65536, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    fclose(f);
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+

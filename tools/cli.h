@@ -1,0 +1,66 @@
+/*
+ * Shared pieces of the tern command: argument parsing helpers, byte formatting, progress bars.
+ * Only tools/ prints and exits; the library returns statuses.
+ */
+#ifndef TERN_TOOLS_CLI_H
+#define TERN_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tern.h"
+
+/* Every subcommand: argc/argv start at the subcommand's name; returns the exit status. */
+int tern_cmd_info(int argc, char **argv);
+int tern_cmd_quantize(int argc, char **argv);
+int tern_cmd_mkmodel(int argc, char **argv);
+int tern_cmd_run(int argc, char **argv);
+int tern_cmd_chat(int argc, char **argv);
+int tern_cmd_perplexity(int argc, char **argv);
+
+/* Exit statuses: 0 ok, 1 runtime failure, 2 usage error. */
+enum { TERN_EXIT_OK = 0, TERN_EXIT_FAIL = 1, TERN_EXIT_USAGE = 2 };
+
+/* Parse a whole decimal integer in [lo, hi]; false (and a message on stderr) otherwise. */
+bool tern_cli_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool tern_cli_float(const char *flag, const char *s, double lo, double hi, double *out);
+/* The value after a flag (argv[*i + 1]); advances *i. NULL and a message when missing. */
+const char *tern_cli_value(int argc, char **argv, int *i);
+/* "1.23 GiB" / "45.6 MiB" / "789 KiB" */
+const char *tern_cli_bytes(uint64_t bytes, char *buf, size_t cap);
+/* Whole file into a NUL-terminated buffer (free it); NULL when unreadable. */
+char *tern_cli_read_file(const char *path, size_t *len);
+/* JSON output helpers: a quoted, escaped string; an array of token ids. */
+void tern_cli_json_string(FILE *f, const char *s, size_t len);
+void tern_cli_json_tokens(FILE *f, const int32_t *t, size_t n);
+/* Print "tern <cmd>: <message>" on stderr and return TERN_EXIT_FAIL. */
+int tern_cli_fail(const char *cmd, const tern_error *err);
+
+/* A progress bar on stderr, drawn only when stderr is a terminal. */
+typedef struct tern_progress {
+    const char *label;
+    uint64_t total;
+    int last_permille;
+    bool tty;
+} tern_progress;
+void tern_progress_start(tern_progress *p, const char *label, uint64_t total);
+void tern_progress_update(tern_progress *p, uint64_t done);
+void tern_progress_end(tern_progress *p);
+
+/* Common run options shared by run, chat, perplexity, bench. */
+typedef struct tern_run_options {
+    const char *model;
+    tern_context_params ctx;
+    tern_sampler_params sampler;
+} tern_run_options;
+void tern_run_options_init(tern_run_options *o);
+/* Consumes one option at argv[*i] if it is a common one (-m, -c/--ctx, -t/--threads, -b/--batch,
+ * --backend, --device, --force, --check-numerics, --temp, --top-k, --top-p, --min-p,
+ * --repeat-penalty, --repeat-last-n, --seed). Returns 1 if consumed, 0 if not, -1 on a bad value. */
+int tern_run_options_parse(tern_run_options *o, int argc, char **argv, int *i);
+extern const char tern_run_options_help[];
+/* Load the model and create the context, printing the start-up block on stderr. */
+int tern_run_setup(const char *cmd, const tern_run_options *o, tern_model **model, tern_context **ctx);
+
+#endif

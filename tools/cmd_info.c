@@ -1,0 +1,105 @@
+/*
+ * tern info MODEL [--ctx N] : what a model file is and what a run of it needs.
+ * tern info --cpu           : the CPU features found and the kernel path chosen.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+#include "tools/cli.h"
+
+static const char info_help[] =
+    "usage: tern info MODEL [--ctx N] [--batch N]\n"
+    "       tern info --cpu\n\n"
+    "Describes a GGUF model: architecture, hyper-parameters, tokenizer, tensors by type, weight\n"
+    "bytes, bits per weight, and the memory a run at --ctx needs (weights + FP16 KV cache + scratch)\n"
+    "against the memory available now. A malformed file gets one line naming the problem.\n"
+    "--cpu prints the CPU features detected and the kernel path tern picks (TERN_ISA forces one).\n";
+
+static int print_cpu(void) {
+    tern_cpu_features f;
+    tern_cpu_features_detect(&f);
+    printf("cpu features:");
+#if defined(__x86_64__)
+    printf("%s%s%s%s%s%s%s%s", f.avx2 ? " avx2" : "", f.fma ? " fma" : "", f.f16c ? " f16c" : "",
+           f.avx512f ? " avx512f" : "", f.avx512bw ? " avx512bw" : "", f.avx512vl ? " avx512vl" : "",
+           f.avx512vnni ? " avx512vnni" : "", f.avxvnni ? " avxvnni" : "");
+#elif defined(__aarch64__)
+    printf("%s%s%s", f.neon ? " neon" : "", f.dotprod ? " dotprod" : "", f.fp16 ? " fp16" : "");
+#endif
+    printf("\n");
+    tern_cpu_kernels k;
+    tern_error err = {0};
+    if (tern_cpu_kernels_init(&k, NULL, &err) != TERN_OK)
+        return tern_cli_fail("info", &err);
+    printf("kernel path: %s%s\n", k.isa, getenv("TERN_ISA") ? " (forced by TERN_ISA)" : " (automatic)");
+    return TERN_EXIT_OK;
+}
+
+int tern_cmd_info(int argc, char **argv) {
+    const char *path = NULL;
+    int64_t n_ctx = 0, n_batch = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(info_help, stdout);
+            return TERN_EXIT_OK;
+        } else if (!strcmp(a, "--cpu")) {
+            return print_cpu();
+        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, 1, 1 << 24, &n_ctx))
+                return TERN_EXIT_USAGE;
+        } else if (!strcmp(a, "--batch") || !strcmp(a, "-b")) {
+            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, 1, 1 << 16, &n_batch))
+                return TERN_EXIT_USAGE;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(path = tern_cli_value(argc, argv, &i)))
+                return TERN_EXIT_USAGE;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "tern info: unknown option '%s'\n%s", a, info_help);
+            return TERN_EXIT_USAGE;
+        } else {
+            path = a;
+        }
+    }
+    if (!path) {
+        fputs(info_help, stderr);
+        return TERN_EXIT_USAGE;
+    }
+    tern_error err = {0};
+    tern_model *m = NULL;
+    if (tern_model_load(path, &m, &err) != TERN_OK)
+        return tern_cli_fail("info", &err);
+    tern_model_info mi;
+    tern_model_get_info(m, &mi);
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    printf("file          %s\n", path);
+    printf("name          %s\n", mi.name);
+    printf("architecture  %s\n", mi.architecture);
+    printf("layers        %lld, embedding %lld, feed-forward %lld\n", (long long)mi.n_layer, (long long)mi.n_embd,
+           (long long)mi.n_ff);
+    printf("attention     %lld heads, %lld KV heads, head size %lld\n", (long long)mi.n_head,
+           (long long)mi.n_head_kv, (long long)mi.head_dim);
+    printf("context       %lld tokens (trained)\n", (long long)mi.n_ctx_train);
+    printf("tokenizer     %s, %lld tokens\n", mi.tokenizer, (long long)mi.n_vocab);
+    printf("chat format   %s\n", mi.chat_format);
+    printf("output head   %s\n", mi.tied_output ? "tied to the token embedding" : "output.weight");
+    printf("parameters    %.1f M\n", (double)mi.n_params / 1e6);
+    printf("weights       %s, %.2f bits/weight\n", tern_cli_bytes(mi.weight_bytes, b1, sizeof b1),
+           mi.bits_per_weight);
+    printf("tensors       %s\n", mi.quant_mix);
+    tern_memory_plan plan;
+    tern_model_plan_memory(m, n_ctx, n_batch, &plan);
+    printf("run at ctx %lld: weights %s + KV cache %s (FP16) + scratch %s = %s\n", (long long)plan.n_ctx,
+           tern_cli_bytes(plan.weights, b1, sizeof b1), tern_cli_bytes(plan.kv_cache, b2, sizeof b2),
+           tern_cli_bytes(plan.scratch, b3, sizeof b3), tern_cli_bytes(plan.total, b4, sizeof b4));
+    if (plan.available)
+        printf("memory        %s available now: %s (largest context that fits: %lld)\n",
+               tern_cli_bytes(plan.available, b5, sizeof b5), plan.fits ? "fits" : "DOES NOT FIT",
+               (long long)plan.max_ctx_fit);
+    if (mi.warning[0])
+        printf("warning       %s\n", mi.warning);
+    tern_model_free(m);
+    return TERN_EXIT_OK;
+}

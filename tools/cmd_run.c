@@ -1,0 +1,167 @@
+/*
+ * tern run -m MODEL -p PROMPT [-n N] [--seed S] [--json] : one-shot generation for scripts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli.h"
+#include "tools/generate.h"
+
+static const char run_head[] =
+    "usage: tern run -m MODEL (-p PROMPT | -f FILE) [-n N] [options]\n\n"
+    "Generates text after a prompt and prints it to stdout as it comes; the start-up summary and\n"
+    "timings go to stderr.\n\n"
+    "  -p, --prompt TEXT      the prompt (raw text: no chat format)\n"
+    "  -f, --file FILE        read the prompt from a file\n"
+    "      --chat             wrap the prompt as a user turn in the model's chat format\n"
+    "  -n, --n-predict N      tokens to generate (default 128; -1 = until the model stops)\n"
+    "      --json             print one JSON object: prompt and generated token ids, text, timings\n";
+
+static void print_piece(void *user, const char *piece, size_t len, int32_t token) {
+    (void)user;
+    (void)token;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+}
+
+/* Appends text to a growing buffer (for --json). */
+typedef struct text_buf {
+    char *data;
+    size_t len, cap;
+} text_buf;
+
+static void collect_piece(void *user, const char *piece, size_t len, int32_t token) {
+    (void)token;
+    text_buf *b = user;
+    if (b->len + len + 1 > b->cap) {
+        size_t cap = (b->cap ? b->cap * 2 : 4096) + len;
+        char *d = realloc(b->data, cap);
+        if (!d)
+            return;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, piece, len);
+    b->len += len;
+    b->data[b->len] = 0;
+}
+
+int tern_cmd_run(int argc, char **argv) {
+    tern_run_options o;
+    tern_run_options_init(&o);
+    const char *prompt = NULL, *file = NULL;
+    int64_t n_predict = 128;
+    bool json = false, chat = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int r = tern_run_options_parse(&o, argc, argv, &i);
+        if (r < 0)
+            return TERN_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("%s%s", run_head, tern_run_options_help);
+            return TERN_EXIT_OK;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            if (!(prompt = tern_cli_value(argc, argv, &i)))
+                return TERN_EXIT_USAGE;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (!(file = tern_cli_value(argc, argv, &i)))
+                return TERN_EXIT_USAGE;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, -1, 1 << 24, &n_predict))
+                return TERN_EXIT_USAGE;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--chat")) {
+            chat = true;
+        } else {
+            fprintf(stderr, "tern run: unknown option '%s'\n%s%s", a, run_head, tern_run_options_help);
+            return TERN_EXIT_USAGE;
+        }
+    }
+    if (!prompt == !file) {
+        fprintf(stderr, "tern run: give the prompt with -p TEXT or -f FILE\n");
+        return TERN_EXIT_USAGE;
+    }
+    char *file_text = NULL;
+    size_t prompt_len = prompt ? strlen(prompt) : 0;
+    if (file && !(prompt = file_text = tern_cli_read_file(file, &prompt_len))) {
+        fprintf(stderr, "tern run: cannot read '%s'\n", file);
+        return TERN_EXIT_FAIL;
+    }
+    tern_model *model = NULL;
+    tern_context *ctx = NULL;
+    tern_sampler *sampler = NULL;
+    int32_t *tokens = NULL, *generated = NULL;
+    text_buf text = {0};
+    int rc = tern_run_setup("run", &o, &model, &ctx);
+    if (rc != TERN_EXIT_OK)
+        goto done;
+    tern_error err = {0};
+    size_t n_ctx = (size_t)tern_context_size(ctx), n_tokens = 0;
+    tokens = malloc(n_ctx * sizeof *tokens);
+    size_t gen_cap = n_predict < 0 ? n_ctx : (size_t)n_predict;
+    generated = malloc((gen_cap ? gen_cap : 1) * sizeof *generated);
+    if (!tokens || !generated) {
+        fprintf(stderr, "tern run: out of memory\n");
+        rc = TERN_EXIT_FAIL;
+        goto done;
+    }
+    tern_status st;
+    if (chat) {
+        tern_chat_message msg = {"user", prompt};
+        st = tern_chat_tokenize(model, &msg, 1, true, tokens, n_ctx, &n_tokens, &err);
+    } else {
+        st = tern_tokenize(model, prompt, prompt_len, true, false, tokens, n_ctx, &n_tokens, &err);
+    }
+    if (st == TERN_ERR_INVALID_ARG && n_tokens > n_ctx) {
+        fprintf(stderr, "tern run: the prompt is %zu tokens, longer than the context (%zu): raise --ctx\n",
+                n_tokens, n_ctx);
+        rc = TERN_EXIT_FAIL;
+        goto done;
+    }
+    if (st != TERN_OK || (st = tern_sampler_create(&o.sampler, (int)tern_model_n_vocab(model), &sampler, &err))) {
+        rc = tern_cli_fail("run", &err);
+        goto done;
+    }
+    tern_gen_stats gs;
+    st = tern_generate(ctx, model, sampler, tokens, n_tokens, n_predict, NULL, json ? collect_piece : print_piece,
+                       json ? (void *)&text : NULL, generated, gen_cap, &gs, &err);
+    if (st != TERN_OK) {
+        rc = tern_cli_fail("run", &err);
+        goto done;
+    }
+    double prefill_tps = gs.prefill_ms > 0 ? 1000.0 * (double)gs.n_prompt / gs.prefill_ms : 0;
+    double decode_tps = gs.decode_ms > 0 ? 1000.0 * (double)gs.n_generated / gs.decode_ms : 0;
+    if (json) {
+        printf("{\"prompt_tokens\":");
+        tern_cli_json_tokens(stdout, tokens, n_tokens);
+        printf(",\"tokens\":");
+        tern_cli_json_tokens(stdout, generated, (size_t)gs.n_generated < gen_cap ? (size_t)gs.n_generated : gen_cap);
+        printf(",\"text\":");
+        tern_cli_json_string(stdout, text.data ? text.data : "", text.len);
+        printf(",\"stop\":\"%s\",\"timings\":{\"prefill_ms\":%.3f,\"first_token_ms\":%.3f,\"decode_ms\":%.3f,"
+               "\"prefill_tokens_per_s\":%.3f,\"decode_tokens_per_s\":%.3f}}\n",
+               tern_stop_reason_name(gs.stop), gs.prefill_ms, gs.first_token_ms, gs.decode_ms, prefill_tps,
+               decode_tps);
+    } else {
+        printf("\n");
+    }
+    fprintf(stderr, "\n%lld prompt tokens in %.0f ms (%.1f tokens/s), %lld generated in %.0f ms (%.1f tokens/s); "
+                    "stop: %s\n",
+            (long long)gs.n_prompt, gs.prefill_ms, prefill_tps, (long long)gs.n_generated, gs.decode_ms, decode_tps,
+            tern_stop_reason_name(gs.stop));
+    if (gs.stop == TERN_STOP_CTX_FULL)
+        fprintf(stderr, "tern run: the context (%zu tokens) is full: raise --ctx for longer output\n", n_ctx);
+done:
+    free(text.data);
+    free(tokens);
+    free(generated);
+    free(file_text);
+    tern_sampler_free(sampler);
+    tern_context_free(ctx);
+    tern_model_free(model);
+    return rc;
+}
