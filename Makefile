@@ -59,7 +59,7 @@ $(BUILD)/%_neon_dotprod.o: ISA_FLAGS := -march=armv8.2-a+dotprod+fp16
 # quant/ reference code must match the reference quantizer bit for bit: no FMA contraction.
 $(BUILD)/quant/%.o:        ISA_FLAGS := -ffp-contract=off
 
-.PHONY: all lib tern test check asan arm64 install chat setup deps models clean format
+.PHONY: all lib tern test check asan arm64 install chat setup deps models clean format fuzz
 all: $(LIB) $(TERN)
 lib: $(LIB)
 tern: $(TERN)
@@ -103,6 +103,11 @@ arm64:
 	@$(MAKE) --no-print-directory all $(patsubst $(BUILD)/%,build-arm64/%,$(TEST_BIN)) \
 	  BUILD=build-arm64 CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar ARCH=aarch64
 
+# ---- fuzzing: every tests/fuzz/fuzz_*.c under libFuzzer for FUZZ_SECONDS each ---------------------
+FUZZ_SECONDS ?= 30
+fuzz:
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh
+
 # ---- chat: the README's first command ---------------------------------------------------------
 chat: setup all
 	@bash tools/setup.sh chat
@@ -120,6 +125,6 @@ format:
 	clang-format -i $(ALL_LIB_SRC) $(TOOL_SRC) $(TEST_SRC) $(wildcard */*.h */*/*.h include/*.h)
 
 clean:
-	rm -rf build build-asan build-arm64
+	rm -rf build build-asan build-arm64 build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
