@@ -40,6 +40,7 @@ LIB_SRC     := $(filter-out $(X86_SRC) $(ARM_SRC),$(ALL_LIB_SRC))
 endif
 GEN_SRC     :=
 include engine/gen.mk
+include kernels/opencl/gen.mk
 
 LIB_OBJ     := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC) $(GEN_SRC))
 TOOL_SRC    := $(wildcard tools/*.c)
