@@ -27,7 +27,8 @@ tern_status tern_tok_index_init(tern_tok_index *ix, size_t n_items, tern_error *
     size_t cap = 16;
     while (cap < n_items * 2) {
         if (cap > SIZE_MAX / 4 / sizeof(uint32_t))
-            return tern_error_set(err, TERN_ERR_NOMEM, "tokenizer: hash index for %zu items too large", n_items);
+            return tern_error_set(err, TERN_ERR_NOMEM, "tokenizer: hash index for %zu items too large",
+                                  n_items);
         cap *= 2;
     }
     ix->hashes = malloc(cap * sizeof *ix->hashes);
@@ -51,8 +52,8 @@ void tern_tok_index_free(tern_tok_index *ix) {
 }
 
 /* Slot holding the key, or the empty slot where it would go. */
-static size_t index_slot(const tern_tok_index *ix, uint32_t h, const void *key, size_t len, tern_tok_key_eq eq,
-                         const void *ctx) {
+static size_t index_slot(const tern_tok_index *ix, uint32_t h, const void *key, size_t len,
+                         tern_tok_key_eq eq, const void *ctx) {
     size_t i = h & ix->mask;
     while (ix->items[i] >= 0 && !(ix->hashes[i] == h && eq(ctx, ix->items[i], key, len)))
         i = (i + 1) & ix->mask;
@@ -123,8 +124,8 @@ static tern_status get_token_array(const tern_gguf *g, const char *key, tern_ggu
         return tern_error_set(err, TERN_ERR_FORMAT, "tokenizer: %s holds %s elements, expected %s", key,
                               tern_gguf_vtype_name(a->elem_type), tern_gguf_vtype_name(elem_type));
     if (a->count != (uint64_t)n_vocab)
-        return tern_error_set(err, TERN_ERR_FORMAT, "tokenizer: %s has %llu elements but there are %d tokens", key,
-                              (unsigned long long)a->count, (int)n_vocab);
+        return tern_error_set(err, TERN_ERR_FORMAT, "tokenizer: %s has %llu elements but there are %d tokens",
+                              key, (unsigned long long)a->count, (int)n_vocab);
     return TERN_OK;
 }
 
@@ -137,8 +138,8 @@ static tern_status load_tokens(tern_tokenizer *t, const tern_gguf *g, tern_error
     if (st != TERN_OK)
         return st;
     if (toks.elem_type != TERN_GGUF_STRING)
-        return tern_error_set(err, TERN_ERR_FORMAT, "tokenizer: %s holds %s elements, expected string", KEY_TOKENS,
-                              tern_gguf_vtype_name(toks.elem_type));
+        return tern_error_set(err, TERN_ERR_FORMAT, "tokenizer: %s holds %s elements, expected string",
+                              KEY_TOKENS, tern_gguf_vtype_name(toks.elem_type));
     if (toks.count == 0 || toks.count > INT32_MAX)
         return tern_error_set(err, TERN_ERR_FORMAT, "tokenizer: %s has %llu tokens", KEY_TOKENS,
                               (unsigned long long)toks.count);
@@ -185,8 +186,8 @@ static tern_status load_tokens(tern_tokenizer *t, const tern_gguf *g, tern_error
             int32_t v;
             memcpy(&v, (const uint8_t *)a.data + (size_t)i * 4, 4);
             if (v < TERN_TOKEN_UNDEFINED || v > TERN_TOKEN_BYTE)
-                return tern_error_set(err, TERN_ERR_FORMAT, "tokenizer: token %d has type %d (types are 0..6)",
-                                      (int)i, (int)v);
+                return tern_error_set(err, TERN_ERR_FORMAT,
+                                      "tokenizer: token %d has type %d (types are 0..6)", (int)i, (int)v);
             t->tokens[i].type = (uint8_t)v;
         }
     } else if (st != TERN_ERR_NOT_FOUND) {
@@ -216,8 +217,8 @@ static tern_status load_byte_tokens(tern_tokenizer *t, tern_error *err) {
         const char *s = tern_tok_text(t, i, &n);
         const int hi = n == 6 ? hex_digit(s[3]) : -1, lo = n == 6 ? hex_digit(s[4]) : -1;
         if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>' || hi < 0 || lo < 0)
-            return tern_error_set(err, TERN_ERR_FORMAT, "tokenizer: byte token %d is '%.*s', not <0xXX>", (int)i,
-                                  (int)(n < 32 ? n : 32), s);
+            return tern_error_set(err, TERN_ERR_FORMAT, "tokenizer: byte token %d is '%.*s', not <0xXX>",
+                                  (int)i, (int)(n < 32 ? n : 32), s);
         if (t->model == TERN_TOK_SPM && t->byte_token[hi * 16 + lo] < 0)
             t->byte_token[hi * 16 + lo] = i;
     }
@@ -284,9 +285,10 @@ static void set_flags(tern_tokenizer *t, const tern_gguf *g) {
     for (int32_t i = 0; i < t->n_vocab; i++) {
         tern_tok_token *tk = &t->tokens[i];
         if (((tk->flags & TERN_TOKF_EOG) || i == t->bos) && (tk->flags & TERN_TOKF_MATCH_ALWAYS))
-            tk->flags = (uint8_t)((tk->flags & ~TERN_TOKF_MATCH_ALWAYS) | TERN_TOKF_HIDDEN | TERN_TOKF_MATCH_SPECIAL);
+            tk->flags =
+                (uint8_t)((tk->flags & ~TERN_TOKF_MATCH_ALWAYS) | TERN_TOKF_HIDDEN | TERN_TOKF_MATCH_SPECIAL);
         if (tk->text_len == 0)
-            tk->flags &= (uint8_t)~(TERN_TOKF_MATCH_ALWAYS | TERN_TOKF_MATCH_SPECIAL);
+            tk->flags &= (uint8_t) ~(TERN_TOKF_MATCH_ALWAYS | TERN_TOKF_MATCH_SPECIAL);
     }
 }
 
@@ -458,10 +460,18 @@ void tern_tokenizer_free(tern_tokenizer *t) {
 
 /* ---- accessors ------------------------------------------------------------------------------ */
 
-int32_t tern_tokenizer_n_vocab(const tern_tokenizer *t) { return t->n_vocab; }
-int32_t tern_tokenizer_bos(const tern_tokenizer *t) { return t->bos; }
-int32_t tern_tokenizer_eos(const tern_tokenizer *t) { return t->eos; }
-bool tern_tokenizer_add_bos(const tern_tokenizer *t) { return t->add_bos && t->bos >= 0; }
+int32_t tern_tokenizer_n_vocab(const tern_tokenizer *t) {
+    return t->n_vocab;
+}
+int32_t tern_tokenizer_bos(const tern_tokenizer *t) {
+    return t->bos;
+}
+int32_t tern_tokenizer_eos(const tern_tokenizer *t) {
+    return t->eos;
+}
+bool tern_tokenizer_add_bos(const tern_tokenizer *t) {
+    return t->add_bos && t->bos >= 0;
+}
 
 bool tern_tokenizer_is_eog(const tern_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && (t->tokens[id].flags & TERN_TOKF_EOG);
@@ -481,4 +491,6 @@ const char *tern_tokenizer_pre_name(const tern_tokenizer *t) {
     return t->pre_name[0] ? t->pre_name : tern_tok_bpe_pre_name(t->pre);
 }
 
-const char *tern_tokenizer_warning(const tern_tokenizer *t) { return t->warning[0] ? t->warning : NULL; }
+const char *tern_tokenizer_warning(const tern_tokenizer *t) {
+    return t->warning[0] ? t->warning : NULL;
+}

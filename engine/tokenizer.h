@@ -73,9 +73,9 @@ typedef struct tern_text_part {
  * part boundaries exactly as if it were written in one piece, and a control token's text is
  * recognised only when it lies entirely inside parts that parse special text, so content can
  * never complete a marker. Same output rules as tern_tokenizer_encode. */
-tern_status tern_tokenizer_encode_parts(const tern_tokenizer *t, const tern_text_part *parts,
-                                        size_t n_parts, bool add_bos, int32_t *out, size_t cap,
-                                        size_t *n_out, tern_error *err);
+tern_status tern_tokenizer_encode_parts(const tern_tokenizer *t, const tern_text_part *parts, size_t n_parts,
+                                        bool add_bos, int32_t *out, size_t cap, size_t *n_out,
+                                        tern_error *err);
 
 /*
  * The bytes one token stands for: spaces for SentencePiece's U+2581, the raw byte of a byte
@@ -84,8 +84,8 @@ tern_status tern_tokenizer_encode_parts(const tern_tokenizer *t, const tern_text
  * not be valid UTF-8 on their own (a character may span tokens); *ptr stays valid while the
  * tokenizer lives. TERN_ERR_INVALID_ARG for an id out of range.
  */
-tern_status tern_tokenizer_piece(const tern_tokenizer *t, int32_t id, bool show_special,
-                                 const char **ptr, size_t *len, tern_error *err);
+tern_status tern_tokenizer_piece(const tern_tokenizer *t, int32_t id, bool show_special, const char **ptr,
+                                 size_t *len, tern_error *err);
 /* The longest piece of any token, in bytes. */
 size_t tern_tokenizer_max_piece(const tern_tokenizer *t);
 

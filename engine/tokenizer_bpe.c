@@ -73,8 +73,8 @@ static const struct {
     const char *name;
     tern_tok_pre pre;
 } pre_names[] = {
-    {"gpt-2", TERN_PRE_GPT2},      {"default", TERN_PRE_GPT2},        {"llama3", TERN_PRE_LLAMA3},
-    {"llama-bpe", TERN_PRE_LLAMA3}, {"qwen2", TERN_PRE_QWEN2},         {"smollm", TERN_PRE_STARCODER},
+    {"gpt-2", TERN_PRE_GPT2},          {"default", TERN_PRE_GPT2},     {"llama3", TERN_PRE_LLAMA3},
+    {"llama-bpe", TERN_PRE_LLAMA3},    {"qwen2", TERN_PRE_QWEN2},      {"smollm", TERN_PRE_STARCODER},
     {"starcoder", TERN_PRE_STARCODER}, {"refact", TERN_PRE_STARCODER},
 };
 
@@ -89,18 +89,23 @@ tern_status tern_tok_bpe_pre_from_name(const char *name, size_t len, tern_tok_pr
             return TERN_OK;
         }
     }
-    return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                          "tokenizer: pre-tokenizer '%.*s' is not supported (tern knows gpt-2, default, llama3, "
-                          "llama-bpe, qwen2, smollm, starcoder, refact)",
-                          (int)(len < 64 ? len : 64), name);
+    return tern_error_set(
+        err, TERN_ERR_UNSUPPORTED,
+        "tokenizer: pre-tokenizer '%.*s' is not supported (tern knows gpt-2, default, llama3, "
+        "llama-bpe, qwen2, smollm, starcoder, refact)",
+        (int)(len < 64 ? len : 64), name);
 }
 
 const char *tern_tok_bpe_pre_name(tern_tok_pre pre) {
     switch (pre) {
-    case TERN_PRE_GPT2: return "gpt-2";
-    case TERN_PRE_LLAMA3: return "llama3";
-    case TERN_PRE_QWEN2: return "qwen2";
-    case TERN_PRE_STARCODER: return "starcoder";
+    case TERN_PRE_GPT2:
+        return "gpt-2";
+    case TERN_PRE_LLAMA3:
+        return "llama3";
+    case TERN_PRE_QWEN2:
+        return "qwen2";
+    case TERN_PRE_STARCODER:
+        return "starcoder";
     }
     return "unknown";
 }
@@ -133,7 +138,8 @@ tern_status tern_tok_bpe_load_merges(tern_tokenizer *t, const tern_gguf *g, tern
                               (unsigned long long)a.count);
     t->merges = malloc((size_t)a.count * sizeof *t->merges);
     if (!t->merges)
-        return tern_error_set(err, TERN_ERR_NOMEM, "tokenizer: no memory for %llu merges", (unsigned long long)a.count);
+        return tern_error_set(err, TERN_ERR_NOMEM, "tokenizer: no memory for %llu merges",
+                              (unsigned long long)a.count);
     if ((st = tern_tok_index_init(&t->merge_index, (size_t)a.count, err)) != TERN_OK)
         return st;
     char *joined = NULL;
@@ -151,7 +157,8 @@ tern_status tern_tok_bpe_load_merges(tern_tokenizer *t, const tern_gguf *g, tern
             char *p = realloc(joined, nl + nr);
             if (!p) {
                 free(joined);
-                return tern_error_set(err, TERN_ERR_NOMEM, "tokenizer: no memory for a merge of %zu bytes", nl + nr);
+                return tern_error_set(err, TERN_ERR_NOMEM, "tokenizer: no memory for a merge of %zu bytes",
+                                      nl + nr);
             }
             joined = p;
             joined_cap = nl + nr;
@@ -168,13 +175,14 @@ tern_status tern_tok_bpe_load_merges(tern_tokenizer *t, const tern_gguf *g, tern
     }
     free(joined);
     if (t->n_merges == 0)
-        return tern_error_set(err, TERN_ERR_FORMAT, "tokenizer: none of the %llu entries of %s joins two tokens",
+        return tern_error_set(err, TERN_ERR_FORMAT,
+                              "tokenizer: none of the %llu entries of %s joins two tokens",
                               (unsigned long long)a.count, key);
     return TERN_OK;
 }
 
-static bool bpe_pair(const tern_tokenizer *t, const char *text, const tern_tok_symbol *l, const tern_tok_symbol *r,
-                     double *priority, int32_t *result) {
+static bool bpe_pair(const tern_tokenizer *t, const char *text, const tern_tok_symbol *l,
+                     const tern_tok_symbol *r, double *priority, int32_t *result) {
     (void)text;
     if (l->id < 0 || r->id < 0)
         return false;
@@ -197,11 +205,19 @@ typedef struct cps_view {
     int32_t end;
 } cps_view;
 
-static bool is_cls(const cps_view *v, int32_t i, tern_unicode_class c) { return i < v->end && v->cls[i] == c; }
-static bool is_cp(const cps_view *v, int32_t i, uint32_t c) { return i < v->end && v->cp[i] == c; }
-static bool is_newline(const cps_view *v, int32_t i) { return is_cp(v, i, '\r') || is_cp(v, i, '\n'); }
+static bool is_cls(const cps_view *v, int32_t i, tern_unicode_class c) {
+    return i < v->end && v->cls[i] == c;
+}
+static bool is_cp(const cps_view *v, int32_t i, uint32_t c) {
+    return i < v->end && v->cp[i] == c;
+}
+static bool is_newline(const cps_view *v, int32_t i) {
+    return is_cp(v, i, '\r') || is_cp(v, i, '\n');
+}
 /* [^\s\p{L}\p{N}] */
-static bool is_other(const cps_view *v, int32_t i) { return is_cls(v, i, TERN_UC_OTHER); }
+static bool is_other(const cps_view *v, int32_t i) {
+    return is_cls(v, i, TERN_UC_OTHER);
+}
 
 static int32_t run_of(const cps_view *v, int32_t i, tern_unicode_class c) {
     while (is_cls(v, i, c))
@@ -215,7 +231,9 @@ static int32_t run_of_other(const cps_view *v, int32_t i) {
     return i;
 }
 
-static uint32_t fold_ascii(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+static uint32_t fold_ascii(uint32_t c) {
+    return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
 
 /* 's|'t|'re|'ve|'m|'ll|'d, optionally case-insensitive: the length matched, or 0. */
 static int32_t contraction(const cps_view *v, int32_t pos, bool any_case) {
@@ -292,10 +310,13 @@ static int32_t match_llama3(const cps_view *v, int32_t pos, int32_t max_digits) 
 
 static int32_t match_word(const tern_tokenizer *t, const cps_view *v, int32_t pos) {
     switch (t->pre) {
-    case TERN_PRE_LLAMA3: return match_llama3(v, pos, 3);
-    case TERN_PRE_QWEN2: return match_llama3(v, pos, 1);
+    case TERN_PRE_LLAMA3:
+        return match_llama3(v, pos, 3);
+    case TERN_PRE_QWEN2:
+        return match_llama3(v, pos, 1);
     case TERN_PRE_GPT2:
-    case TERN_PRE_STARCODER: break;
+    case TERN_PRE_STARCODER:
+        break;
     }
     return match_gpt2(v, pos);
 }
@@ -329,18 +350,19 @@ static tern_status encode_word(const tern_tokenizer *t, const char *w, int32_t n
         if (id < 0) /* only a single byte whose character the vocabulary lacks */
             id = t->unk;
         if (id < 0)
-            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                  "tokenizer: byte 0x%02X has no token and the vocabulary has no unknown token",
-                                  (uint8_t)w[sc->sym[i].start]);
+            return tern_error_set(
+                err, TERN_ERR_UNSUPPORTED,
+                "tokenizer: byte 0x%02X has no token and the vocabulary has no unknown token",
+                (uint8_t)w[sc->sym[i].start]);
         tern_tok_emit(sink, id);
     }
     return TERN_OK;
 }
 
 /* Words of v[start, end): the pre-tokenizer sees the segment as a whole text. */
-static tern_status split_segment(const tern_tokenizer *t, const char *text, const cps_view *all, int32_t start,
-                                 int32_t end, const int32_t *offs, tern_tok_word_fn fn, void *ctx,
-                                 tern_error *err) {
+static tern_status split_segment(const tern_tokenizer *t, const char *text, const cps_view *all,
+                                 int32_t start, int32_t end, const int32_t *offs, tern_tok_word_fn fn,
+                                 void *ctx, tern_error *err) {
     const cps_view v = {all->cp, all->cls, end};
     for (int32_t pos = start; pos < end;) {
         const int32_t e = match_word(t, &v, pos);

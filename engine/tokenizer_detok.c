@@ -12,15 +12,18 @@ tern_status tern_tokenizer_piece(const tern_tokenizer *t, int32_t id, bool show_
     if (!t || !ptr || !len)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "tokenizer: NULL argument");
     if (id < 0 || id >= t->n_vocab)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tokenizer: token %d is outside the vocabulary of %d",
-                              (int)id, (int)t->n_vocab);
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "tokenizer: token %d is outside the vocabulary of %d", (int)id,
+                              (int)t->n_vocab);
     const tern_tok_token *tk = &t->tokens[id];
     *ptr = t->pieces + tk->piece_off;
     *len = (tk->flags & TERN_TOKF_HIDDEN) && !show_special ? 0 : tk->piece_len;
     return TERN_OK;
 }
 
-size_t tern_tokenizer_max_piece(const tern_tokenizer *t) { return t->max_piece_len; }
+size_t tern_tokenizer_max_piece(const tern_tokenizer *t) {
+    return t->max_piece_len;
+}
 
 /* ---- streaming UTF-8 ----------------------------------------------------------------------- */
 
@@ -53,7 +56,7 @@ static size_t lead_info(uint8_t b, uint8_t *lo, uint8_t *hi) {
 size_t tern_utf8_complete(uint8_t pending[4], size_t *n_pending, const char *in, size_t n, char *out) {
     /* The bytes to read are pending[0..np) followed by in[0..n). */
     const size_t np = *n_pending, total = np + n;
-#define BYTE_AT(i) ((i) < np ? pending[i] : (uint8_t)in[(i) - np])
+#define BYTE_AT(i) ((i) < np ? pending[i] : (uint8_t)in[(i)-np])
     size_t w = 0, i = 0;
     uint8_t keep[4];
     size_t n_keep = 0;
@@ -111,7 +114,8 @@ void tern_detok_init(tern_detok *d, const tern_tokenizer *t, unsigned flags) {
     d->at_start = true;
 }
 
-tern_status tern_detok_push(tern_detok *d, int32_t id, char *out, size_t cap, size_t *n_written, tern_error *err) {
+tern_status tern_detok_push(tern_detok *d, int32_t id, char *out, size_t cap, size_t *n_written,
+                            tern_error *err) {
     if (!d || !d->tok || !out || !n_written)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "detokenizer: NULL argument");
     *n_written = 0;
@@ -121,8 +125,9 @@ tern_status tern_detok_push(tern_detok *d, int32_t id, char *out, size_t cap, si
     if (st != TERN_OK)
         return st;
     if (3 * (n + d->n_pending) > cap)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "detokenizer: token %d needs %zu bytes of room, got %zu",
-                              (int)id, 3 * (n + d->n_pending), cap);
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "detokenizer: token %d needs %zu bytes of room, got %zu", (int)id,
+                              3 * (n + d->n_pending), cap);
     if (d->at_start && n > 0) {
         d->at_start = false;
         /* add_space_prefix put this space in front of the text: it was not in the original. */

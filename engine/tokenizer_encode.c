@@ -109,8 +109,8 @@ static tern_tok_cand heap_pop(tern_tok_scratch *sc) {
     return top;
 }
 
-static void try_pair(const tern_tokenizer *t, tern_tok_scratch *sc, const char *text, int32_t left, int32_t right,
-                     tern_tok_pair_fn pair) {
+static void try_pair(const tern_tokenizer *t, tern_tok_scratch *sc, const char *text, int32_t left,
+                     int32_t right, tern_tok_pair_fn pair) {
     if (left < 0 || right < 0)
         return;
     const tern_tok_symbol *l = &sc->sym[left], *r = &sc->sym[right];
@@ -145,7 +145,8 @@ void tern_tok_merge_all(const tern_tokenizer *t, tern_tok_scratch *sc, const cha
 
 /* The special token whose text starts s[0..avail) (longest first), or -1. Tokens that need
  * special parsing match only within the first `allowed` bytes. */
-static int32_t match_special(const tern_tokenizer *t, const char *s, size_t avail, size_t allowed, size_t *len) {
+static int32_t match_special(const tern_tokenizer *t, const char *s, size_t avail, size_t allowed,
+                             size_t *len) {
     for (size_t i = 0; i < t->n_special_lens; i++) {
         const size_t n = t->special_lens[i];
         if (n > avail)
@@ -213,19 +214,22 @@ static tern_status encode(const tern_tokenizer *t, const char *text, size_t len,
 static tern_status finish(tern_tok_sink *sink, size_t *n_out, tern_status st, tern_error *err) {
     *n_out = st == TERN_OK ? sink->n : 0;
     if (st == TERN_OK && sink->n > sink->cap)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tokenizer: the text needs %zu tokens, the buffer holds %zu",
-                              sink->n, sink->cap);
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "tokenizer: the text needs %zu tokens, the buffer holds %zu", sink->n,
+                              sink->cap);
     return st;
 }
 
 tern_status tern_tokenizer_encode(const tern_tokenizer *t, const char *text, size_t len, bool add_bos,
-                                  bool parse_special, int32_t *out, size_t cap, size_t *n_out, tern_error *err) {
+                                  bool parse_special, int32_t *out, size_t cap, size_t *n_out,
+                                  tern_error *err) {
     if (!t || !n_out || (!text && len) || (!out && cap))
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "tokenizer: NULL argument");
     *n_out = 0;
     if (len > TERN_TOKENIZE_MAX_TEXT)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tokenizer: text of %zu bytes is over the limit of %zu",
-                              len, TERN_TOKENIZE_MAX_TEXT);
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "tokenizer: text of %zu bytes is over the limit of %zu", len,
+                              TERN_TOKENIZE_MAX_TEXT);
     const special_run all = {0, len};
     tern_tok_sink sink = {out, cap, 0};
     const tern_status st = encode(t, text, len, &all, parse_special ? 1 : 0, add_bos, &sink, err);
@@ -233,10 +237,13 @@ tern_status tern_tokenizer_encode(const tern_tokenizer *t, const char *text, siz
 }
 
 tern_status tern_tokenizer_encode_parts(const tern_tokenizer *t, const tern_text_part *parts, size_t n_parts,
-                                        bool add_bos, int32_t *out, size_t cap, size_t *n_out, tern_error *err) {
+                                        bool add_bos, int32_t *out, size_t cap, size_t *n_out,
+                                        tern_error *err) {
     if (!t || !n_out || (!parts && n_parts) || (!out && cap))
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "tokenizer: NULL argument");
     *n_out = 0;
+    if (n_parts > SIZE_MAX / sizeof(special_run) - 1)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tokenizer: %zu parts", n_parts);
     size_t len = 0;
     for (size_t i = 0; i < n_parts; i++) {
         if (!parts[i].text && parts[i].len)

@@ -20,9 +20,9 @@ enum {
 
 /* tern_tok_token.flags */
 enum {
-    TERN_TOKF_EOG = 1u << 0,          /* ends generation */
-    TERN_TOKF_HIDDEN = 1u << 1,       /* piece shown only on request (control, unknown) */
-    TERN_TOKF_MATCH_ALWAYS = 1u << 2, /* its text in user input becomes this token */
+    TERN_TOKF_EOG = 1u << 0,           /* ends generation */
+    TERN_TOKF_HIDDEN = 1u << 1,        /* piece shown only on request (control, unknown) */
+    TERN_TOKF_MATCH_ALWAYS = 1u << 2,  /* its text in user input becomes this token */
     TERN_TOKF_MATCH_SPECIAL = 1u << 3, /* ... only when the caller parses special tokens */
 };
 
@@ -189,8 +189,8 @@ void tern_tok_merge_all(const tern_tokenizer *t, tern_tok_scratch *sc, const cha
  * space_prefix: SPM's add_space_prefix applies to this fragment. */
 tern_status tern_tok_spm_encode(const tern_tokenizer *t, const char *text, size_t len, bool space_prefix,
                                 tern_tok_scratch *sc, tern_tok_sink *sink, tern_error *err);
-tern_status tern_tok_bpe_encode(const tern_tokenizer *t, const char *text, size_t len,
-                                tern_tok_scratch *sc, tern_tok_sink *sink, tern_error *err);
+tern_status tern_tok_bpe_encode(const tern_tokenizer *t, const char *text, size_t len, tern_tok_scratch *sc,
+                                tern_tok_sink *sink, tern_error *err);
 
 /* Receives one word of a BPE pre-tokenizer split. */
 typedef tern_status (*tern_tok_word_fn)(void *ctx, const char *word, size_t len, tern_error *err);

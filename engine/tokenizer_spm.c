@@ -11,8 +11,8 @@
 
 #define SPM_SPACE "\xE2\x96\x81" /* U+2581, SentencePiece's visible space */
 
-static bool spm_pair(const tern_tokenizer *t, const char *text, const tern_tok_symbol *l, const tern_tok_symbol *r,
-                     double *priority, int32_t *result) {
+static bool spm_pair(const tern_tokenizer *t, const char *text, const tern_tok_symbol *l,
+                     const tern_tok_symbol *r, double *priority, int32_t *result) {
     const int32_t id = tern_tok_lookup(t, text + l->start, (size_t)(l->len + r->len));
     if (id < 0 || !tern_tok_mergeable(t, id))
         return false;
@@ -36,8 +36,9 @@ static tern_status emit_bytes(const tern_tokenizer *t, const char *s, int32_t n,
         if (id < 0)
             id = t->unk;
         if (id < 0)
-            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                  "tokenizer: byte 0x%02X has no token and the vocabulary has no unknown token", b);
+            return tern_error_set(
+                err, TERN_ERR_UNSUPPORTED,
+                "tokenizer: byte 0x%02X has no token and the vocabulary has no unknown token", b);
         tern_tok_emit(sink, id);
     }
     return TERN_OK;
