@@ -57,8 +57,9 @@ TERN        := $(BUILD)/tern
 $(BUILD)/%_avx2.o:         ISA_FLAGS := -mavx2 -mfma -mf16c
 $(BUILD)/%_avx512.o:       ISA_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
 $(BUILD)/%_neon_dotprod.o: ISA_FLAGS := -march=armv8.2-a+dotprod+fp16
-# quant/ reference code must match the reference quantizer bit for bit: no FMA contraction.
-$(BUILD)/quant/%.o:        ISA_FLAGS := -ffp-contract=off
+# quant/ reference code must match the reference quantizer bit for bit: no FMA contraction;
+# -fno-math-errno lets lrintf be one instruction (2x faster quantize, same bytes).
+$(BUILD)/quant/%.o:        ISA_FLAGS := -ffp-contract=off -fno-math-errno
 
 .PHONY: all lib tern test check asan arm64 install chat setup deps models clean format fuzz
 all: $(LIB) $(TERN)
@@ -108,6 +109,11 @@ arm64:
 FUZZ_SECONDS ?= 30
 fuzz:
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh
+
+# ---- valgrind: memcheck on tern info and tern run with the tiny model (no leak, no bad access) ----
+.PHONY: valgrind
+valgrind: all
+	@BUILD=$(BUILD) bash tests/sh/valgrind.sh
 
 # ---- chat: the README's first command ---------------------------------------------------------
 chat: setup all
