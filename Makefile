@@ -61,6 +61,11 @@ $(BUILD)/%_neon_dotprod.o: ISA_FLAGS := -march=armv8.2-a+dotprod+fp16
 # -fno-math-errno lets lrintf be one instruction (2x faster quantize, same bytes).
 $(BUILD)/quant/%.o:        ISA_FLAGS := -ffp-contract=off -fno-math-errno
 
+# The commit a binary was built from, for bench records (empty outside a git checkout).
+GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+$(BUILD)/tools/sysdesc.o: CPPFLAGS += -DTERN_GIT_COMMIT='"$(GIT_COMMIT)"'
+$(BUILD)/tools/sysdesc.o: $(wildcard .git/HEAD .git/index)
+
 .PHONY: all lib tern test check asan arm64 install chat setup deps models clean format fuzz
 all: $(LIB) $(TERN)
 lib: $(LIB)

@@ -441,3 +441,125 @@ tern_status tern_sysinfo_major_faults(const char *sysroot, int pid, int64_t *out
     *out = v;
     return TERN_OK;
 }
+
+tern_status tern_sysinfo_cpu_freqs(const char *sysroot, const int *ids, int n, int64_t *khz, tern_error *err) {
+    const char *root = resolve_root(sysroot);
+    if (n < 0 || (n > 0 && (!ids || !khz)))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: %d CPU ids without arrays", n);
+    for (int i = 0; i < n; i++)
+        khz[i] = cpu_number(root, ids[i], "cpufreq/scaling_cur_freq");
+    return TERN_OK;
+}
+
+/* The value of the first "key<spaces>: value" line of a proc/cpuinfo text into out. */
+static bool cpuinfo_field(const char *text, const char *key, char *out, size_t cap) {
+    const size_t key_len = strlen(key);
+    for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        if (strncmp(line, key, key_len) != 0)
+            continue;
+        const char *p = line + key_len;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p != ':')
+            continue;
+        p++;
+        while (*p == ' ')
+            p++;
+        const char *end = strchr(p, '\n');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0)
+            continue;
+        snprintf(out, cap, "%.*s", (int)len, p);
+        return true;
+    }
+    return false;
+}
+
+tern_status tern_sysinfo_cpu_model(const char *sysroot, char *buf, size_t cap, tern_error *err) {
+    const char *root = resolve_root(sysroot);
+    char path[PATH_CAP], text[TEXT_CAP * 4];
+    if (!buf || cap == 0)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: no buffer for the CPU model");
+    buf[0] = '\0';
+    if (make_path(path, sizeof path, root, "proc/cpuinfo") && read_text(path, text, sizeof text) &&
+        (cpuinfo_field(text, "model name", buf, cap) || cpuinfo_field(text, "Hardware", buf, cap)))
+        return TERN_OK;
+    /* The device-tree model ends in a NUL, which read_text keeps as the string's end. */
+    if (make_path(path, sizeof path, root, "proc/device-tree/model") && read_text(path, text, sizeof text) &&
+        text[0])
+        snprintf(buf, cap, "%s", text);
+    return TERN_OK;
+}
+
+tern_status tern_sysinfo_power(const char *sysroot, tern_power_info *out, tern_error *err) {
+    const char *root = resolve_root(sysroot);
+    char path[PATH_CAP], text[TEXT_CAP * 4];
+    memset(out, 0, sizeof *out);
+    out->battery_saver = -1;
+    out->battery_percent = -1;
+    if (!make_path(path, sizeof path, root, "data/local/tmp/settings_global.txt"))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: sysroot path too long");
+    if (read_text(path, text, sizeof text)) {
+        /* `settings list global` prints "key=value" lines; `settings get global low_power` the
+         * value alone. */
+        const char *p = strstr(text, "low_power=");
+        while (p && p != text && p[-1] != '\n')
+            p = strstr(p + 1, "low_power=");
+        if (p)
+            out->battery_saver = p[10] == '1';
+        else if (!strcmp(text, "0") || !strcmp(text, "1"))
+            out->battery_saver = text[0] == '1';
+    }
+    if (make_path(path, sizeof path, root, "sys/class/power_supply/battery/capacity")) {
+        const int64_t pct = read_i64_or_unknown(path);
+        out->battery_percent = pct >= 0 && pct <= 100 ? (int)pct : -1;
+    }
+    if (make_path(path, sizeof path, root, "sys/class/power_supply/battery/status"))
+        read_name(path, out->battery_status);
+    return TERN_OK;
+}
+
+/* Adds root-relative rel to list (of cap entries, count *n) when it exists. */
+static void add_if_present(const char *root, const char *rel, char (*list)[128], int *n) {
+    char path[PATH_CAP];
+    if (!make_path(path, sizeof path, root, "%s", rel) || access(path, F_OK) != 0)
+        return;
+    if (*n < TERN_SYSINFO_MAX_GPU_ITEMS)
+        snprintf(list[*n], sizeof list[0], "%s", rel);
+    (*n)++;
+}
+
+tern_status tern_sysinfo_gpu(const char *sysroot, tern_gpu_info *out, tern_error *err) {
+    const char *root = resolve_root(sysroot);
+    char path[PATH_CAP];
+    memset(out, 0, sizeof *out);
+    if (!make_path(path, sizeof path, root, "etc/OpenCL/vendors"))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: sysroot path too long");
+    /* ICD files, sorted so the result does not depend on readdir order. */
+    DIR *dir = opendir(path);
+    if (dir) {
+        char names[TERN_SYSINFO_MAX_GPU_ITEMS][128];
+        int n = 0;
+        for (const struct dirent *e; (e = readdir(dir));) {
+            const size_t len = strlen(e->d_name);
+            if (len < 5 || strcmp(e->d_name + len - 4, ".icd") != 0)
+                continue;
+            if (n < TERN_SYSINFO_MAX_GPU_ITEMS)
+                snprintf(names[n], sizeof names[0], "etc/OpenCL/vendors/%.100s", e->d_name);
+            n++;
+        }
+        closedir(dir);
+        const int kept = n < TERN_SYSINFO_MAX_GPU_ITEMS ? n : TERN_SYSINFO_MAX_GPU_ITEMS;
+        qsort(names, (size_t)kept, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+        memcpy(out->drivers, names, sizeof names[0] * (size_t)kept);
+        out->n_drivers = n;
+    }
+    static const char *const libraries[] = {"vendor/lib64/libOpenCL.so", "system/vendor/lib64/libOpenCL.so",
+                                            "vendor/lib64/egl/libGLES_mali.so", "vendor/lib64/libOpenCL_adreno.so"};
+    for (size_t i = 0; i < sizeof libraries / sizeof libraries[0]; i++)
+        add_if_present(root, libraries[i], out->drivers, &out->n_drivers);
+    static const char *const nodes[] = {"dev/kgsl-3d0", "dev/mali0", "dev/dri/renderD128", "dev/dri/renderD129"};
+    for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
+        add_if_present(root, nodes[i], out->devices, &out->n_devices);
+    return TERN_OK;
+}

@@ -121,4 +121,41 @@ tern_status tern_sysinfo_platform_profile(const char *sysroot, char *buf, size_t
  * Missing process -> TERN_ERR_NOT_FOUND; a stat line that does not parse -> TERN_ERR_FORMAT. */
 tern_status tern_sysinfo_major_faults(const char *sysroot, int pid, int64_t *out, tern_error *err);
 
+/* Current clocks (scaling_cur_freq, kHz) of n CPUs by id into khz[]; -1 where unreadable. A
+ * cheaper read than tern_sysinfo_cpus (one file per CPU) for sampling clocks while a model runs. */
+tern_status tern_sysinfo_cpu_freqs(const char *sysroot, const int *ids, int n, int64_t *khz, tern_error *err);
+
+/* A name for the CPU: proc/cpuinfo "model name" (x86), else "Hardware" (older arm64 kernels), else
+ * the device-tree model (boards, phones); "" when none is readable. */
+tern_status tern_sysinfo_cpu_model(const char *sysroot, char *buf, size_t cap, tern_error *err);
+
+/* Power state the OS may use to slow a run down. */
+typedef struct tern_power_info {
+    /* Android battery saver: 1 on, 0 off, -1 unknown. An app cannot read Android's settings from
+     * files; tern reads the output of `settings list global` (or `settings get global low_power`)
+     * saved at data/local/tmp/settings_global.txt, which `adb shell` can write (see
+     * docs/troubleshooting.md). The line "low_power=1" (or a lone "1") means on. */
+    int battery_saver;
+    int battery_percent;            /* sys/class/power_supply/battery/capacity; -1 unknown */
+    char battery_status[TERN_SYSINFO_NAME_MAX]; /* "Charging", "Discharging", ... or "" */
+} tern_power_info;
+
+tern_status tern_sysinfo_power(const char *sysroot, tern_power_info *out, tern_error *err);
+
+#define TERN_SYSINFO_MAX_GPU_ITEMS 8
+
+/* Signs of a GPU that OpenCL could use, found without loading any driver: OpenCL ICD files
+ * (etc/OpenCL/vendors/NAME.icd), vendor OpenCL libraries of Android (vendor/lib64/libOpenCL.so and
+ * the like) and GPU device nodes (dev/kgsl-3d0 Adreno, dev/mali0 Mali, dev/dri/renderD*). Paths
+ * are relative to the sysroot. Whether a device really works is for the OpenCL backend's
+ * self-test to say; this only tells "there is a GPU driver here" from "there is none". */
+typedef struct tern_gpu_info {
+    int n_drivers; /* ICD files and vendor libraries found (entries beyond the cap not stored) */
+    char drivers[TERN_SYSINFO_MAX_GPU_ITEMS][128];
+    int n_devices; /* device nodes */
+    char devices[TERN_SYSINFO_MAX_GPU_ITEMS][128];
+} tern_gpu_info;
+
+tern_status tern_sysinfo_gpu(const char *sysroot, tern_gpu_info *out, tern_error *err);
+
 #endif

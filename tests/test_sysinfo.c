@@ -331,6 +331,70 @@ static void test_real_machine(void **state) {
     assert_int_equal(tern_sysinfo_major_faults("/", (int)getpid(), &faults, NULL), TERN_OK);
 }
 
+/* Clocks, CPU names, power and GPU signs of the fake trees (README.md describes them). */
+static void test_clocks_power_gpu(void **state) {
+    (void)state;
+    const int ids[3] = {0, 7, 99};
+    int64_t khz[3];
+    assert_int_equal(tern_sysinfo_cpu_freqs(SYSROOT "phone-throttled", ids, 3, khz, NULL), TERN_OK);
+    assert_int_equal(khz[0], 614400);
+    assert_int_equal(khz[1], 844800);
+    assert_int_equal(khz[2], -1); /* no such CPU */
+    assert_int_equal(tern_sysinfo_cpu_freqs(SYSROOT "phone-throttled", NULL, 1, khz, NULL), TERN_ERR_INVALID_ARG);
+
+    char name[128];
+    assert_int_equal(tern_sysinfo_cpu_model(SYSROOT "server-8", name, sizeof name, NULL), TERN_OK);
+    assert_string_equal(name, "Intel(R) Xeon(R) E-2278G CPU @ 3.40GHz");
+    assert_int_equal(tern_sysinfo_cpu_model(SYSROOT "phone-1-3-4", name, sizeof name, NULL), TERN_OK);
+    assert_string_equal(name, "Qualcomm Technologies, Inc SM8350");
+    assert_int_equal(tern_sysinfo_cpu_model(SYSROOT "board-4-4", name, sizeof name, NULL), TERN_OK);
+    assert_string_equal(name, "Radxa ROCK 5B"); /* device-tree model, NUL-terminated */
+
+    tern_power_info pw;
+    assert_int_equal(tern_sysinfo_power(SYSROOT "phone-throttled", &pw, NULL), TERN_OK);
+    assert_int_equal(pw.battery_saver, 1); /* low_power=1, not low_power_sticky */
+    assert_int_equal(pw.battery_percent, 14);
+    assert_string_equal(pw.battery_status, "Discharging");
+    assert_int_equal(tern_sysinfo_power(SYSROOT "phone-1-3-4", &pw, NULL), TERN_OK);
+    assert_int_equal(pw.battery_saver, 0);
+    assert_int_equal(pw.battery_percent, 78);
+    assert_int_equal(tern_sysinfo_power(SYSROOT "server-8", &pw, NULL), TERN_OK);
+    assert_int_equal(pw.battery_saver, -1);
+    assert_int_equal(pw.battery_percent, -1);
+    assert_string_equal(pw.battery_status, "");
+
+    tern_gpu_info gpu;
+    assert_int_equal(tern_sysinfo_gpu(SYSROOT "phone-throttled", &gpu, NULL), TERN_OK);
+    assert_int_equal(gpu.n_drivers, 1);
+    assert_string_equal(gpu.drivers[0], "vendor/lib64/libOpenCL.so");
+    assert_int_equal(gpu.n_devices, 1);
+    assert_string_equal(gpu.devices[0], "dev/kgsl-3d0");
+    assert_int_equal(tern_sysinfo_gpu(SYSROOT "board-4-4", &gpu, NULL), TERN_OK);
+    assert_int_equal(gpu.n_drivers, 1);
+    assert_string_equal(gpu.drivers[0], "etc/OpenCL/vendors/mali.icd");
+    assert_string_equal(gpu.devices[0], "dev/mali0");
+    assert_int_equal(tern_sysinfo_gpu(SYSROOT "server-8", &gpu, NULL), TERN_OK);
+    assert_int_equal(gpu.n_drivers + gpu.n_devices, 0); /* the machine with no GPU */
+}
+
+/* The settings file in its other form (`settings get global low_power`), and odd contents. */
+static void test_battery_saver_forms(void **state) {
+    (void)state;
+    tern_power_info pw;
+    put("data/local/tmp/settings_global.txt", "1\n");
+    assert_int_equal(tern_sysinfo_power(tmp_root, &pw, NULL), TERN_OK);
+    assert_int_equal(pw.battery_saver, 1);
+    put("data/local/tmp/settings_global.txt", "low_power_sticky=1\nnot_low_power=1\n");
+    assert_int_equal(tern_sysinfo_power(tmp_root, &pw, NULL), TERN_OK);
+    assert_int_equal(pw.battery_saver, -1);
+    put("sys/class/power_supply/battery/capacity", "250\n");
+    assert_int_equal(tern_sysinfo_power(tmp_root, &pw, NULL), TERN_OK);
+    assert_int_equal(pw.battery_percent, -1);
+    char name[64];
+    assert_int_equal(tern_sysinfo_cpu_model(tmp_root, name, sizeof name, NULL), TERN_OK);
+    assert_string_equal(name, "");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_phone_1_3_4),
@@ -343,6 +407,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_offline_and_malformed, make_tmp, remove_tmp),
         cmocka_unit_test(test_long_sysroot),
         cmocka_unit_test(test_real_machine),
+        cmocka_unit_test(test_clocks_power_gpu),
+        cmocka_unit_test_setup_teardown(test_battery_saver_forms, make_tmp, remove_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,9 @@ int tern_cmd_mkmodel(int argc, char **argv);
 int tern_cmd_run(int argc, char **argv);
 int tern_cmd_chat(int argc, char **argv);
 int tern_cmd_perplexity(int argc, char **argv);
+int tern_cmd_bench(int argc, char **argv);
+int tern_cmd_kbench(int argc, char **argv);
+int tern_cmd_doctor(int argc, char **argv);
 
 /* Exit statuses: 0 ok, 1 runtime failure, 2 usage error. */
 enum { TERN_EXIT_OK = 0, TERN_EXIT_FAIL = 1, TERN_EXIT_USAGE = 2 };
@@ -29,7 +32,9 @@ bool tern_cli_float(const char *flag, const char *s, double lo, double hi, doubl
 const char *tern_cli_value(int argc, char **argv, int *i);
 /* "1.23 GiB" / "45.6 MiB" / "789 KiB" */
 const char *tern_cli_bytes(uint64_t bytes, char *buf, size_t cap);
-/* Whole file into a NUL-terminated buffer (free it); NULL when unreadable. */
+/* Whole file into a NUL-terminated buffer (free it); NULL when unreadable, errno says why (EFBIG:
+ * over TERN_CLI_MAX_FILE, refused without reading it all). */
+#define TERN_CLI_MAX_FILE ((uint64_t)1 << 30)
 char *tern_cli_read_file(const char *path, size_t *len);
 /* JSON output helpers: a quoted, escaped string; an array of token ids. */
 void tern_cli_json_string(FILE *f, const char *s, size_t len);

@@ -19,6 +19,9 @@ static const command commands[] = {
     {"quantize", tern_cmd_quantize, "convert a GGUF model to Q4_K_M (default), Q8_0, Q6_K, ..."},
     {"mkmodel", tern_cmd_mkmodel, "write a random-weight model of a real shape, for speed work"},
     {"perplexity", tern_cmd_perplexity, "perplexity of a model on a text file"},
+    {"bench", tern_cmd_bench, "load, first-token, prefill and decode speed, with clocks and temperatures"},
+    {"kbench", tern_cmd_kbench, "kernel speed per ISA path against the measured memory bandwidth"},
+    {"doctor", tern_cmd_doctor, "check the machine and a model for the six slow-run pitfalls"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,298 @@
+/*
+ * tern doctor [-m MODEL] [--ctx N] [-t N] [--backend B] [--json]: checks the machine and a model
+ * for the six pitfalls of design.md's table, then (with a model) runs it for a few seconds and
+ * compares decode with the bandwidth roofline; when it is far below, the checks that can explain
+ * the gap are ranked.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/bench.h"
+#include "tools/cli.h"
+#include "tools/doctor.h"
+
+static const char doctor_help[] =
+    "usage: tern doctor [-m MODEL] [--ctx N] [-t N] [--backend B] [--json] [--seconds S] [--no-measure]\n"
+    "\n"
+    "Checks, each with OK / WARN / FAIL, the numbers behind it and the fix as a command:\n"
+    "  1 model format   share of F16/F32 weight bytes, the size a Q4_K_M file would have\n"
+    "  2 backend        GPU drivers and OpenCL devices, what this run would use and why\n"
+    "  3 threads        cores by class, what auto picks, -t against it, the affinity mask\n"
+    "  4 memory         weights + KV + scratch against MemAvailable, swap and zRAM in use\n"
+    "  5 power and heat governor, platform profile, battery saver, clocks now vs max, temperatures\n"
+    "  6 context        KV cache at --ctx against the weights, the trained length\n"
+    "With -m it then decodes for a few seconds and compares tokens/s with the roofline (read\n"
+    "bandwidth / bytes per token); when far below, the likely causes are ranked.\n"
+    "The machine is read through $TERN_SYSROOT (default /): see docs/troubleshooting.md.\n"
+    "\n"
+    "  -m, --model FILE   the model to check (checks 1, 2, 4, 6 need it for their full answer)\n"
+    "  -c, --ctx N        the context you mean to run with (default: 4096 or the trained length)\n"
+    "  -t, --threads N    the thread count you mean to use (default: auto)\n"
+    "      --backend B    auto, cpu or opencl (default auto)\n"
+    "      --seconds S    length of the measurement (default 3)\n"
+    "      --no-measure   checks only\n"
+    "      --json         one JSON object on stdout\n"
+    "\n"
+    "exit status: 0 every check OK, 1 the worst is WARN, 2 the worst is FAIL, 3 bad arguments\n";
+
+enum { DOCTOR_EXIT_USAGE = 3 };
+
+typedef struct measurement {
+    bool ran;
+    char error[TERN_ERROR_MESSAGE_MAX];
+    tern_bench_run run;
+    double roofline_tps, percent, bandwidth_gbs;
+    int bw_threads;
+    tern_verdict verdict;
+} measurement;
+
+/* Decode for `seconds` after a short prompt, and the roofline at the threads auto would use (what
+ * the machine can do, so a low -t shows up as a gap). */
+static void measure(const tern_doctor_input *in, double seconds, measurement *out) {
+    memset(out, 0, sizeof *out);
+    tern_bench_env env = {.sys = in->sys, .prompt = tern_bench_default_prompt,
+                          .prompt_len = strlen(tern_bench_default_prompt)};
+    tern_model_info mi;
+    tern_model_get_info(in->model, &mi);
+    const int64_t trained = mi.n_ctx_train;
+    int64_t n_ctx = in->n_ctx > 0 ? in->n_ctx : trained < 4096 ? trained : 4096;
+    tern_bench_config cfg = {.model = in->model_path, .n_threads = in->n_threads, .backend = in->backend,
+                             .n_ctx = n_ctx, .force = in->n_ctx > trained, .n_prompt = n_ctx > 64 ? 32 : n_ctx / 2,
+                             .max_decode_s = seconds};
+    cfg.n_gen = n_ctx - cfg.n_prompt;
+    tern_error err = {0};
+    if (cfg.n_prompt < 1 || tern_bench_run_once(&env, &cfg, &out->run, &err) != TERN_OK) {
+        snprintf(out->error, sizeof out->error, "%s", cfg.n_prompt < 1 ? "context too small to measure" : err.message);
+        return;
+    }
+    out->ran = true;
+    const tern_bandwidth *bw = tern_bench_bandwidth(&env, in->sys->auto_threads);
+    if (bw && out->run.bytes_per_token) {
+        out->bandwidth_gbs = bw->median_gbs;
+        out->bw_threads = bw->n_threads;
+        out->roofline_tps = tern_roofline_tokens_per_s(bw->median_gbs, out->run.bytes_per_token);
+        out->percent = out->roofline_tps > 0 ? 100 * out->run.decode_tps / out->roofline_tps : 0;
+    }
+    /* well-tuned CPU decode reaches 60-90 % of the read bandwidth; under a third is a problem */
+    out->verdict = out->roofline_tps <= 0 ? TERN_VERDICT_SKIP
+                   : out->percent >= 50   ? TERN_VERDICT_OK
+                   : out->percent >= 25   ? TERN_VERDICT_WARN
+                                          : TERN_VERDICT_FAIL;
+}
+
+/* The checks that went wrong, by impact; with gap_first, those that can explain a gap to the
+ * roofline (threads, clocks, swapping) before those that cost speed some other way. */
+static int rank_causes(const tern_doctor_check *checks, bool gap_first, int order[TERN_DOCTOR_N_CHECKS]) {
+    int n = 0;
+    for (int i = 0; i < TERN_DOCTOR_N_CHECKS; i++)
+        if (checks[i].verdict >= TERN_VERDICT_WARN)
+            order[n++] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0; j--) {
+            const tern_doctor_check *a = &checks[order[j - 1]], *b = &checks[order[j]];
+            const bool swap = gap_first && a->explains_gap != b->explains_gap ? b->explains_gap : b->impact > a->impact;
+            if (!swap)
+                break;
+            const int t = order[j - 1];
+            order[j - 1] = order[j];
+            order[j] = t;
+        }
+    return n;
+}
+
+static void print_text(const tern_doctor_input *in, const tern_doctor_check *checks, const measurement *m,
+                       tern_verdict worst) {
+    printf("tern doctor: %s%s\n", in->sys->cpu_model[0] ? in->sys->cpu_model : "this machine",
+           strcmp(in->sys->sysroot, "/") ? " (read from the sysroot below)" : "");
+    tern_sysdesc_print(in->sys, stdout);
+    if (in->model_path)
+        printf("model    %s\n", in->model_path);
+    putchar('\n');
+    static const char *const pitfalls[7] = {"",
+                                            "F16/F32 weights instead of Q4_K_M (~5x in the write-up)",
+                                            "CPU only, GPU idle (~4x)",
+                                            "thread count too low (~1.4x)",
+                                            "too little free memory, swapping (~1.6x)",
+                                            "power saving, heat, throttled clocks (~1.5x)",
+                                            "a long context with an FP16 KV cache (~1.2x)"};
+    for (int i = 0; i < TERN_DOCTOR_N_CHECKS; i++) {
+        const tern_doctor_check *c = &checks[i];
+        printf("[%-4s] %d %-21s %s\n", tern_verdict_name(c->verdict), c->pitfall, c->name, c->evidence);
+        if (c->verdict >= TERN_VERDICT_WARN)
+            printf("       pitfall %d: %s\n", c->pitfall, pitfalls[c->pitfall]);
+        if (c->fix[0] && c->verdict >= TERN_VERDICT_WARN)
+            printf("       fix: %s\n", c->fix);
+    }
+    if (m) {
+        putchar('\n');
+        if (!m->ran) {
+            printf("[FAIL] measurement           could not run: %s\n", m->error);
+        } else {
+            char b[32];
+            printf("[%-4s] measurement           decode %.2f tokens/s measured over %.1f s (%lld tokens, %s); "
+                   "roofline %.2f tokens/s = %.2f GB/s on %d thread%s / %s per token: %.0f%%\n",
+                   tern_verdict_name(m->verdict), m->run.decode_tps, m->run.decode_ms / 1e3,
+                   (long long)m->run.n_generated, m->run.backend, m->roofline_tps, m->bandwidth_gbs, m->bw_threads,
+                   m->bw_threads > 1 ? "s" : "", tern_cli_bytes(m->run.bytes_per_token, b, sizeof b), m->percent);
+            printf("       load %.0f ms, first token %.0f ms (%lld prompt tokens), major faults %lld\n", m->run.load_ms,
+                   m->run.ttft_ms, (long long)m->run.n_prompt, (long long)m->run.major_faults);
+        }
+    }
+    int order[TERN_DOCTOR_N_CHECKS];
+    int n = rank_causes(checks, true, order);
+    if (m && m->ran && m->verdict >= TERN_VERDICT_WARN) {
+        printf("\ndecode is far below the roofline; the likely causes, most likely first:\n");
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (checks[order[i]].explains_gap)
+                printf("  %d. %s (up to %.1fx): %s\n", ++k, checks[order[i]].name, checks[order[i]].impact,
+                       checks[order[i]].fix[0] ? checks[order[i]].fix : checks[order[i]].evidence);
+        if (k == 0)
+            printf("  none of the checks explains it: other processes competing for the cores or memory "
+                   "(top, vmstat 1), or a slow kernel path (tern kbench)\n");
+    }
+    n = rank_causes(checks, false, order);
+    if (n > 0) {
+        printf("\n%s, most costly first:", m && m->ran ? "what else slows this run" : "what slows a run here");
+        for (int i = 0; i < n; i++)
+            printf("%s %s (~%.1fx)", i ? "," : "", checks[order[i]].name, checks[order[i]].impact);
+        putchar('\n');
+    }
+    printf("\nverdict: %s (exit %d)\n", tern_verdict_name(worst), (int)worst);
+}
+
+static void json_str(const char *key, const char *s) {
+    printf("\"%s\":", key);
+    tern_cli_json_string(stdout, s, strlen(s));
+}
+
+static void print_json(const tern_doctor_input *in, const tern_doctor_check *checks, const measurement *m,
+                       tern_verdict worst) {
+    printf("{\"verdict\":\"%s\",\"exit_status\":%d,\"system\":", tern_verdict_name(worst), (int)worst);
+    tern_sysdesc_json(in->sys, stdout);
+    printf(",");
+    json_str("model", in->model_path ? in->model_path : "");
+    printf(",\"checks\":[");
+    for (int i = 0; i < TERN_DOCTOR_N_CHECKS; i++) {
+        const tern_doctor_check *c = &checks[i];
+        printf("%s{\"name\":\"%s\",\"pitfall\":%d,\"verdict\":\"%s\",", i ? "," : "", c->name, c->pitfall,
+               tern_verdict_name(c->verdict));
+        json_str("evidence", c->evidence);
+        printf(",");
+        json_str("fix", c->verdict >= TERN_VERDICT_WARN ? c->fix : "");
+        printf(",\"impact\":%.3f,\"explains_gap\":%s,\"numbers\":{", c->impact, c->explains_gap ? "true" : "false");
+        for (int f = 0; f < c->n_facts; f++)
+            printf("%s\"%s\":%.15g", f ? "," : "", c->facts[f].key, c->facts[f].value);
+        printf("}}");
+    }
+    printf("],\"measurement\":");
+    if (!m) {
+        printf("null");
+    } else if (!m->ran) {
+        printf("{\"ran\":false,");
+        json_str("error", m->error);
+        printf("}");
+    } else {
+        printf("{\"ran\":true,\"verdict\":\"%s\",\"decode_tps\":%.3f,\"roofline_tps\":%.3f,\"percent\":%.2f,"
+               "\"bandwidth_gbs\":%.3f,\"bandwidth_threads\":%d,\"bytes_per_token\":%llu,\"n_generated\":%lld,"
+               "\"decode_ms\":%.1f,\"load_ms\":%.1f,\"first_token_ms\":%.1f,\"major_faults\":%lld,",
+               tern_verdict_name(m->verdict), m->run.decode_tps, m->roofline_tps, m->percent, m->bandwidth_gbs,
+               m->bw_threads, (unsigned long long)m->run.bytes_per_token, (long long)m->run.n_generated,
+               m->run.decode_ms, m->run.load_ms, m->run.ttft_ms, (long long)m->run.major_faults);
+        json_str("backend", m->run.backend);
+        printf("}");
+    }
+    int order[TERN_DOCTOR_N_CHECKS];
+    const int n = rank_causes(checks, m && m->ran && m->verdict >= TERN_VERDICT_WARN, order);
+    printf(",\"causes\":[");
+    for (int i = 0; i < n; i++)
+        printf("%s\"%s\"", i ? "," : "", checks[order[i]].name);
+    printf("]}\n");
+}
+
+int tern_cmd_doctor(int argc, char **argv) {
+    tern_doctor_input in = {.backend = TERN_BACKEND_AUTO};
+    bool json = false, no_measure = false;
+    double seconds = 3;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t n;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(doctor_help, stdout);
+            return TERN_EXIT_OK;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--no-measure")) {
+            no_measure = true;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(in.model_path = tern_cli_value(argc, argv, &i)))
+                return DOCTOR_EXIT_USAGE;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, 1, 1 << 24, &in.n_ctx))
+                return DOCTOR_EXIT_USAGE;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(v = tern_cli_value(argc, argv, &i)))
+                return DOCTOR_EXIT_USAGE;
+            if (strcmp(v, "auto")) {
+                if (!tern_cli_int(a, v, 1, 1024, &n))
+                    return DOCTOR_EXIT_USAGE;
+                in.n_threads = (int)n;
+            }
+        } else if (!strcmp(a, "--seconds")) {
+            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_float(a, v, 0.1, 600, &seconds))
+                return DOCTOR_EXIT_USAGE;
+        } else if (!strcmp(a, "--backend")) {
+            if (!(v = tern_cli_value(argc, argv, &i)))
+                return DOCTOR_EXIT_USAGE;
+            if (!strcmp(v, "auto") || !strcmp(v, "cpu") || !strcmp(v, "opencl")) {
+                in.backend = !strcmp(v, "cpu") ? TERN_BACKEND_CPU : !strcmp(v, "opencl") ? TERN_BACKEND_OPENCL
+                                                                                         : TERN_BACKEND_AUTO;
+            } else {
+                fprintf(stderr, "tern doctor: --backend takes auto, cpu or opencl, got '%s'\n", v);
+                return DOCTOR_EXIT_USAGE;
+            }
+        } else {
+            fprintf(stderr, "tern doctor: unknown option '%s' (tern doctor --help)\n", a);
+            return DOCTOR_EXIT_USAGE;
+        }
+    }
+    tern_error err = {0};
+    tern_sysdesc sys;
+    if (tern_sysdesc_read(&sys, &err) != TERN_OK) {
+        fprintf(stderr, "tern doctor: %s\n", err.message);
+        return DOCTOR_EXIT_USAGE;
+    }
+    in.sys = &sys;
+    tern_doctor_check checks[TERN_DOCTOR_N_CHECKS];
+    char load_error[TERN_ERROR_MESSAGE_MAX] = "";
+    if (in.model_path && tern_model_load(in.model_path, &in.model, &err) != TERN_OK)
+        snprintf(load_error, sizeof load_error, "%s", err.message);
+    tern_doctor_run_checks(&in, checks);
+    if (load_error[0]) {
+        /* a model that does not load is the first thing to fix */
+        checks[0].verdict = TERN_VERDICT_FAIL;
+        snprintf(checks[0].evidence, sizeof checks[0].evidence, "cannot load %s: %s", in.model_path, load_error);
+        snprintf(checks[0].fix, sizeof checks[0].fix, "tern info %s   (names what is wrong with the file)",
+                 in.model_path);
+    }
+    measurement m;
+    const bool measured = in.model && !no_measure;
+    if (measured) {
+        if (!json)
+            fprintf(stderr, "measuring decode for %.1f s ...\n", seconds);
+        measure(&in, seconds, &m);
+    }
+    tern_verdict worst = TERN_VERDICT_OK;
+    for (int i = 0; i < TERN_DOCTOR_N_CHECKS; i++)
+        worst = checks[i].verdict > worst ? checks[i].verdict : worst;
+    if (measured)
+        worst = !m.ran ? TERN_VERDICT_FAIL : m.verdict > worst ? m.verdict : worst;
+    if (json)
+        print_json(&in, checks, measured ? &m : NULL, worst);
+    else
+        print_text(&in, checks, measured ? &m : NULL, worst);
+    tern_model_free(in.model);
+    tern_sysdesc_free(&sys);
+    return (int)worst;
+}

@@ -1,0 +1,449 @@
+/*
+ * tern kbench: the machine's read bandwidth first (the decode roofline), then every kernel
+ * family at the shapes of 1B and 7B models, per ISA path this CPU can run: GB/s, GFLOP/s and,
+ * for the memory-bound cases (gemm with one activation row, attention), the share of the
+ * measured bandwidth they reach.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/roofline.h"
+#include "engine/threadpool.h"
+#include "kernels/kernels.h"
+#include "quant/quant.h"
+#include "tools/cli.h"
+#include "tools/kbench.h"
+
+static const char kbench_help[] =
+    "usage: tern kbench [--backend cpu|opencl] [--kernel NAME] [--isa LIST] [-t N] [--full] [-o md|json]\n"
+    "\n"
+    "Measures the machine's read bandwidth on 1..N threads, then the CPU kernels at the shapes of\n"
+    "1B and 7B models, for every ISA path this CPU runs (ref, avx2, neon, ...): gemm with one\n"
+    "activation row (decode) and with 64 (prefill) for Q4_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0 and F16,\n"
+    "attention over a few context lengths, rmsnorm, rope and the GLU. Decode gemm streams its\n"
+    "weights from memory (copies far beyond the last-level cache), so its GB/s is comparable with\n"
+    "the bandwidth; '% roofline' is that ratio.\n"
+    "\n"
+    "  --backend B   cpu (default) or opencl: the device's copy bandwidth (kernels: CPU only yet)\n"
+    "  --kernel NAME only this family: gemm, attention, rmsnorm, rope, glu, or a weight type (Q4_K)\n"
+    "  --isa LIST    only these paths (default: every one that runs here)\n"
+    "  -t N          threads for gemm and attention (default: auto, as the engine picks)\n"
+    "  --full        more shapes (attn_q, ffn_down), prefill m=512, ref prefill, longer timing\n"
+    "  -o FMT        md (default) or json\n"
+    "\n"
+    "exit status: 0 done, 1 a measurement could not run, 2 bad arguments\n";
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The job a timed repetition runs; `rep` lets decode gemm move to another copy of its weights. */
+typedef struct timed {
+    tern_threadpool *pool; /* NULL: run on this thread */
+    tern_threadpool_fn fn;
+    void *arg;
+    int *rep;
+} timed;
+
+/* Median and best of repetitions filling about budget_s, judged from a first call; a call that
+ * alone exceeds the budget is reported as it is (slow reference kernels in --full). */
+static tern_kbench_time time_it(const timed *t, double budget_s) {
+    enum { MAX_REPS = 200 };
+    double v[MAX_REPS];
+    double t0 = now_s();
+    t->pool ? tern_threadpool_run(t->pool, t->fn, t->arg) : t->fn(t->arg, 0, 1);
+    const double once = now_s() - t0;
+    if (once >= budget_s)
+        return (tern_kbench_time){once, once, 1};
+    int reps = (int)(budget_s / (once > 1e-7 ? once : 1e-7));
+    reps = reps < 3 ? 3 : reps > MAX_REPS ? MAX_REPS : reps;
+    for (int r = 0; r < reps; r++) {
+        if (t->rep)
+            (*t->rep)++;
+        t0 = now_s();
+        t->pool ? tern_threadpool_run(t->pool, t->fn, t->arg) : t->fn(t->arg, 0, 1);
+        v[r] = now_s() - t0;
+    }
+    qsort(v, (size_t)reps, sizeof v[0], cmp_double);
+    return (tern_kbench_time){reps % 2 ? v[reps / 2] : 0.5 * (v[reps / 2 - 1] + v[reps / 2]), v[0], reps};
+}
+
+/* ---- shapes ---- */
+
+typedef struct model_shape {
+    const char *name;
+    int64_t n_embd, n_ff, n_head, n_head_kv, head_dim;
+} model_shape;
+
+static const model_shape models[] = {
+    {"1B", 2048, 5632, 32, 4, 64},    /* TinyLlama-1.1B */
+    {"7B", 4096, 11008, 32, 32, 128}, /* Llama-2-7B */
+};
+
+static const uint32_t gemm_types[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, TERN_TYPE_Q8_0, TERN_TYPE_Q4_0,
+                                      TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_F16};
+
+/* ---- weights: valid blocks tiled over an arena ---- */
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float uniform(uint64_t *s) {
+    return (float)((double)(splitmix(s) >> 11) * 0x1p-53 - 0.5);
+}
+
+/* Fills the arena with whole blocks of `type` quantized from random values by the reference
+ * quantizer (the values do not matter for speed; finite scales do). Any row of a multiple of the
+ * block size that starts on a block boundary then holds valid blocks. The arena is built from a
+ * pool of distinct units picked at random, never a repeated tile: memory made of identical pages
+ * can be merged by the host (KSM and the like) into a few physical pages that sit in cache, and
+ * decode would then seem faster than memory. */
+static bool fill_arena(uint32_t type, uint8_t *arena, size_t bytes) {
+    enum { POOL_UNITS = 4096, UNIT_MIN_BYTES = 64 };
+    const tern_quant_type *qt = tern_quant_type_get(type);
+    const int64_t blocks_per_unit = (UNIT_MIN_BYTES + qt->block_bytes - 1) / qt->block_bytes;
+    const size_t unit = (size_t)(blocks_per_unit * qt->block_bytes);
+    const int64_t n = POOL_UNITS * blocks_per_unit * qt->block_elems;
+    float *src = malloc((size_t)n * sizeof *src);
+    uint8_t *pool = malloc(unit * POOL_UNITS);
+    const bool ok = src && pool && qt->quantize;
+    if (ok) {
+        uint64_t seed = type + 1;
+        for (int64_t i = 0; i < n; i++)
+            src[i] = uniform(&seed) * 0.04f;
+        qt->quantize(src, pool, n);
+        size_t at = 0;
+        for (; at + unit <= bytes; at += unit)
+            memcpy(arena + at, pool + unit * (splitmix(&seed) % POOL_UNITS), unit);
+        memset(arena + at, 0, bytes - at); /* a tail shorter than a unit: no row reaches it */
+    }
+    free(src);
+    free(pool);
+    return ok;
+}
+
+/* ---- gemm ---- */
+
+typedef struct gemm_job {
+    tern_gemm_fn gemm;
+    int64_t k, n_rows, m;
+    const uint8_t *w;
+    size_t w_row, x_row, copy_bytes;
+    int n_copies, rep;
+    const uint8_t *x;
+    float *y;
+} gemm_job;
+
+/* Rows split over the threads as the engine splits them; each repetition reads the next copy. */
+static void gemm_part(void *arg, int thread, int n_threads) {
+    gemm_job *j = arg;
+    const int64_t r0 = j->n_rows * thread / n_threads, r1 = j->n_rows * (thread + 1) / n_threads;
+    const uint8_t *w = j->w + (size_t)(j->rep % j->n_copies) * j->copy_bytes;
+    j->gemm(j->k, w + (size_t)r0 * j->w_row, j->w_row, r1 - r0, j->x, j->x_row, j->m, j->y + r0, j->n_rows);
+}
+
+static void bench_gemm(tern_kbench_state *s, const tern_cpu_kernels *kt, uint32_t type, const model_shape *ms,
+                       const char *shape, int64_t n_rows, int64_t k, int64_t m) {
+    const uint32_t fmt = tern_dot_format(type);
+    gemm_job j = {.gemm = kt->gemm[type], .k = k, .n_rows = n_rows, .m = m};
+    j.w_row = tern_type_row_bytes(type, k);
+    j.x_row = tern_dot_row_bytes(type, k);
+    j.copy_bytes = j.w_row * (size_t)n_rows;
+    /* decode reads weights from memory: the copies span the arena, far beyond the caches;
+     * prefill reuses one copy, as the engine's batches reuse each weight tile */
+    j.n_copies = m == 1 ? (int)(s->arena_bytes / j.copy_bytes) : 1;
+    float *xf = malloc((size_t)k * sizeof *xf);
+    uint8_t *x = malloc(j.x_row * (size_t)m);
+    float *y = malloc((size_t)(n_rows * m) * sizeof *y);
+    if (!j.gemm || !xf || !x || !y || j.n_copies < 1) {
+        tern_kbench_skip(s, "gemm %s %s %s m=%lld: %s", kt->isa, tern_type_name(type), ms->name, (long long)m,
+                j.gemm ? "out of memory" : "no kernel");
+        goto done;
+    }
+    uint64_t seed = 7;
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t e = 0; e < k; e++)
+            xf[e] = uniform(&seed);
+        kt->quantize_act[fmt](xf, x + (size_t)i * j.x_row, k);
+    }
+    j.w = s->arena, j.x = x, j.y = y;
+    const timed t = {s->pool, gemm_part, &j, &j.rep};
+    const tern_kbench_time tm = time_it(&t, s->budget_s);
+    const double gbs = (double)j.copy_bytes / tm.median / 1e9, gflops = 2.0 * (double)(n_rows * k * m) / tm.median / 1e9;
+    tern_kbench_result r = {.family = "gemm", .isa = kt->isa, .type = tern_type_name(type), .model = ms->name,
+                   .rows = n_rows, .k = k, .m = m, .threads = s->n_threads, .time = tm, .gbs = gbs, .gflops = gflops,
+                   .roofline_pct = m == 1 && s->bw_gbs > 0 ? 100 * gbs / s->bw_gbs : -1};
+    snprintf(r.shape, sizeof r.shape, "%s %lldx%lld", shape, (long long)n_rows, (long long)k);
+    tern_kbench_add(s, &r);
+done:
+    free(xf);
+    free(x);
+    free(y);
+}
+
+/* ---- attention: one layer, one query ---- */
+
+typedef struct attn_job {
+    const tern_cpu_kernels *kt;
+    int64_t n_head, n_head_kv, dim, n_kv;
+    const float *q;
+    const uint16_t *kc, *vc;
+    float *scores; /* n_kv per thread */
+    float *out;
+} attn_job;
+
+static void attn_part(void *arg, int thread, int n_threads) {
+    attn_job *j = arg;
+    const int64_t group = j->n_head / j->n_head_kv, stride = j->n_head_kv * j->dim;
+    for (int64_t h = j->n_head * thread / n_threads; h < j->n_head * (thread + 1) / n_threads; h++) {
+        const int64_t kvh = h / group;
+        j->kt->attn_head(j->dim, j->dim, j->n_kv, j->q + h * j->dim, j->kc + kvh * j->dim, (size_t)stride,
+                         j->vc + kvh * j->dim, (size_t)stride, 1.0f / sqrtf((float)j->dim),
+                         j->scores + (size_t)thread * (size_t)j->n_kv, j->out + h * j->dim);
+    }
+}
+
+static void bench_attention(tern_kbench_state *s, const tern_cpu_kernels *kt, const model_shape *ms, int64_t n_kv) {
+    const size_t cache = (size_t)n_kv * (size_t)(ms->n_head_kv * ms->head_dim);
+    attn_job j = {.kt = kt, .n_head = ms->n_head, .n_head_kv = ms->n_head_kv, .dim = ms->head_dim, .n_kv = n_kv};
+    uint16_t *kc = malloc(cache * sizeof *kc), *vc = malloc(cache * sizeof *vc);
+    float *q = malloc((size_t)(ms->n_head * ms->head_dim) * sizeof *q), *out = malloc((size_t)(ms->n_head * ms->head_dim) * sizeof *out);
+    float *scores = malloc((size_t)s->n_threads * (size_t)n_kv * sizeof *scores);
+    if (!kc || !vc || !q || !out || !scores) {
+        tern_kbench_skip(s, "attention %s %s ctx %lld: out of memory", kt->isa, ms->name, (long long)n_kv);
+        goto done;
+    }
+    uint64_t seed = 11;
+    for (size_t i = 0; i < cache; i++) {
+        kc[i] = tern_fp32_to_fp16(uniform(&seed));
+        vc[i] = tern_fp32_to_fp16(uniform(&seed));
+    }
+    for (int64_t i = 0; i < ms->n_head * ms->head_dim; i++)
+        q[i] = uniform(&seed);
+    j.q = q, j.kc = kc, j.vc = vc, j.scores = scores, j.out = out;
+    const timed t = {s->pool, attn_part, &j, NULL};
+    const tern_kbench_time tm = time_it(&t, s->budget_s);
+    const double bytes = 2.0 * (double)cache * 2, gbs = bytes / tm.median / 1e9;
+    const double flop = 4.0 * (double)(ms->n_head * ms->head_dim) * (double)n_kv;
+    tern_kbench_result r = {.family = "attention", .isa = kt->isa, .type = "F16 KV", .model = ms->name,
+                   .rows = ms->n_head, .k = ms->head_dim, .m = 1, .threads = s->n_threads, .time = tm, .gbs = gbs,
+                   .gflops = flop / tm.median / 1e9, .roofline_pct = s->bw_gbs > 0 ? 100 * gbs / s->bw_gbs : -1};
+    snprintf(r.shape, sizeof r.shape, "ctx %lld, %lld heads x %lld", (long long)n_kv, (long long)ms->n_head,
+             (long long)ms->head_dim);
+    tern_kbench_add(s, &r);
+done:
+    free(kc);
+    free(vc);
+    free(q);
+    free(out);
+    free(scores);
+}
+
+/* ---- row operations (one thread, cache-resident: GB/s of the bytes touched) ---- */
+
+typedef struct ops_job {
+    const tern_cpu_kernels *kt;
+    int op; /* 0 rmsnorm, 1 rope, 2 silu_mul, 3 gelu_mul */
+    int64_t n, n_head, head_dim;
+    float *a, *b, *c, *cos_sin;
+} ops_job;
+
+static void ops_part(void *arg, int thread, int n_threads) {
+    (void)thread, (void)n_threads;
+    ops_job *j = arg;
+    switch (j->op) {
+    case 0: j->kt->rmsnorm(j->n, j->a, j->b, 1e-5f, j->c); break;
+    case 1: j->kt->rope(j->c, j->n_head, j->head_dim, j->head_dim, j->cos_sin, 0); break;
+    case 2: j->kt->silu_mul(j->n, j->a, j->b, j->c); break;
+    default: j->kt->gelu_mul(j->n, j->a, j->b, j->c); break;
+    }
+}
+
+static void bench_ops(tern_kbench_state *s, const tern_cpu_kernels *kt, const model_shape *ms) {
+    static const char *const names[] = {"rmsnorm", "rope", "glu", "glu"};
+    static const char *const types[] = {"f32", "f32", "silu", "gelu"};
+    const int64_t n = ms->n_ff > ms->n_head * ms->head_dim ? ms->n_ff : ms->n_head * ms->head_dim;
+    ops_job j = {.kt = kt, .n_head = ms->n_head, .head_dim = ms->head_dim};
+    j.a = malloc((size_t)n * sizeof *j.a), j.b = malloc((size_t)n * sizeof *j.b), j.c = malloc((size_t)n * sizeof *j.c);
+    j.cos_sin = malloc((size_t)ms->head_dim * sizeof *j.cos_sin);
+    if (j.a && j.b && j.c && j.cos_sin) {
+        uint64_t seed = 5;
+        for (int64_t i = 0; i < n; i++)
+            j.a[i] = uniform(&seed), j.b[i] = 1.0f + uniform(&seed), j.c[i] = uniform(&seed);
+        for (int64_t i = 0; i < ms->head_dim; i++)
+            j.cos_sin[i] = i % 2 ? 0.6f : 0.8f;
+        for (j.op = 0; j.op < 4; j.op++) {
+            if (!tern_kbench_wanted(s, names[j.op], NULL))
+                continue;
+            /* rmsnorm over the embedding, rope over every query head, the GLU over the FFN width */
+            j.n = j.op == 0 ? ms->n_embd : j.op == 1 ? ms->n_head * ms->head_dim : ms->n_ff;
+            const timed t = {NULL, ops_part, &j, NULL};
+            const tern_kbench_time tm = time_it(&t, s->budget_s / 4);
+            const double bytes = (j.op == 1 ? 2.0 : 3.0) * (double)j.n * sizeof(float);
+            const double flop = (j.op == 0 ? 3.0 : j.op == 1 ? 3.0 : 8.0) * (double)j.n;
+            tern_kbench_result r = {.family = names[j.op], .isa = kt->isa, .type = types[j.op], .model = ms->name,
+                           .rows = 1, .k = j.n, .m = 1, .threads = 1, .time = tm,
+                           .gbs = bytes / tm.median / 1e9, .gflops = flop / tm.median / 1e9, .roofline_pct = -1};
+            snprintf(r.shape, sizeof r.shape, "n=%lld", (long long)j.n);
+            tern_kbench_add(s, &r);
+        }
+    } else {
+        tern_kbench_skip(s, "row operations %s %s: out of memory", kt->isa, ms->name);
+    }
+    free(j.a), free(j.b), free(j.c), free(j.cos_sin);
+}
+
+/* ---- one ISA path ---- */
+
+static void bench_isa(tern_kbench_state *s, const tern_cpu_kernels *kt) {
+    const bool is_ref = !strcmp(kt->isa, "ref");
+    for (size_t t = 0; t < sizeof gemm_types / sizeof gemm_types[0]; t++) {
+        const uint32_t type = gemm_types[t];
+        if (!tern_kbench_wanted(s, "gemm", tern_type_name(type)))
+            continue;
+        if (s->arena_type != type) {
+            if (!fill_arena(type, s->arena, s->arena_bytes)) {
+                tern_kbench_skip(s, "gemm %s: cannot make weights", tern_type_name(type));
+                continue;
+            }
+            s->arena_type = type;
+        }
+        for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
+            const model_shape *ms = &models[mi];
+            /* ffn_up by default: the largest matrix, the one that dominates a token */
+            const struct {
+                const char *name;
+                int64_t rows, k;
+                bool full_only;
+            } shapes[] = {{"ffn_up", ms->n_ff, ms->n_embd, false},
+                          {"attn_q", ms->n_embd, ms->n_embd, true},
+                          {"ffn_down", ms->n_embd, ms->n_ff, true}};
+            for (size_t si = 0; si < 3; si++) {
+                if (shapes[si].full_only && !s->full)
+                    continue;
+                bench_gemm(s, kt, type, ms, shapes[si].name, shapes[si].rows, shapes[si].k, 1);
+                /* the reference path is the oracle, not a speed path: prefill only with --full */
+                if (!is_ref || s->full)
+                    bench_gemm(s, kt, type, ms, shapes[si].name, shapes[si].rows, shapes[si].k, 64);
+                if (s->full && !is_ref)
+                    bench_gemm(s, kt, type, ms, shapes[si].name, shapes[si].rows, shapes[si].k, 512);
+            }
+        }
+    }
+    static const int64_t contexts[] = {512, 2048, 8192, 32768};
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0] && tern_kbench_wanted(s, "attention", NULL); mi++)
+        for (size_t c = 0; c < sizeof contexts / sizeof contexts[0] - (s->full ? 0 : 1); c++)
+            bench_attention(s, kt, &models[mi], contexts[c]);
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++)
+        bench_ops(s, kt, &models[mi]);
+}
+
+/* ---- the command ---- */
+
+static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "neon", "neon-dotprod"};
+
+int tern_cmd_kbench(int argc, char **argv) {
+    tern_kbench_state s = {.budget_s = 0.12};
+    const char *isa_list = NULL;
+    bool opencl = false;
+    int64_t threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(kbench_help, stdout);
+            return TERN_EXIT_OK;
+        } else if (!strcmp(a, "--full")) {
+            s.full = true;
+            s.budget_s = 0.5;
+        } else if (!strcmp(a, "--backend")) {
+            if (!(v = tern_cli_value(argc, argv, &i)))
+                return TERN_EXIT_USAGE;
+            if (strcmp(v, "cpu") && strcmp(v, "opencl")) {
+                fprintf(stderr, "tern kbench: --backend takes cpu or opencl, got '%s'\n", v);
+                return TERN_EXIT_USAGE;
+            }
+            opencl = !strcmp(v, "opencl");
+        } else if (!strcmp(a, "--kernel")) {
+            if (!(s.kernel = tern_cli_value(argc, argv, &i)))
+                return TERN_EXIT_USAGE;
+        } else if (!strcmp(a, "--isa")) {
+            if (!(isa_list = tern_cli_value(argc, argv, &i)))
+                return TERN_EXIT_USAGE;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, 1, TERN_THREADPOOL_MAX_THREADS, &threads))
+                return TERN_EXIT_USAGE;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(v = tern_cli_value(argc, argv, &i)))
+                return TERN_EXIT_USAGE;
+            if (strcmp(v, "md") && strcmp(v, "json")) {
+                fprintf(stderr, "tern kbench: -o takes md or json, got '%s'\n", v);
+                return TERN_EXIT_USAGE;
+            }
+            s.json = !strcmp(v, "json");
+        } else {
+            fprintf(stderr, "tern kbench: unknown option '%s' (tern kbench --help)\n", a);
+            return TERN_EXIT_USAGE;
+        }
+    }
+    if (s.kernel && !tern_kbench_kernel_known(s.kernel)) {
+        fprintf(stderr, "tern kbench: unknown kernel '%s': gemm, attention, rmsnorm, rope, glu or a weight type\n",
+                s.kernel);
+        return TERN_EXIT_USAGE;
+    }
+    tern_error err = {0};
+    tern_sysdesc sys;
+    if (tern_sysdesc_read(&sys, &err) != TERN_OK)
+        return tern_cli_fail("kbench", &err);
+    s.sys = &sys;
+    s.n_threads = threads ? (int)threads : sys.auto_threads;
+    tern_kbench_measure_bandwidth(&s);
+    if (opencl)
+        tern_kbench_opencl(&s);
+    const tern_cpu_topology *topo = sys.topo;
+    const int *cpus = topo->topology_known && topo->n_classes > 1 && s.n_threads <= topo->n_compute ? topo->compute_cpus : NULL;
+    s.arena_bytes = (size_t)256 << 20;
+    s.arena = malloc(s.arena_bytes);
+    s.arena_type = TERN_TYPE_COUNT;
+    if (!s.arena || tern_threadpool_create(s.n_threads, cpus, &s.pool, &err) != TERN_OK) {
+        tern_kbench_skip(&s, "CPU kernels: %s", s.arena ? err.message : "cannot allocate 256 MiB of weights");
+    } else {
+        const char *seen[8];
+        int n_seen = 0;
+        for (size_t i = 0; i < sizeof isa_names / sizeof isa_names[0]; i++) {
+            tern_cpu_kernels kt;
+            if (!tern_kbench_isa_wanted(isa_list, isa_names[i]) || tern_cpu_kernels_init(&kt, isa_names[i], NULL) != TERN_OK)
+                continue; /* not built for this architecture, or the CPU lacks it */
+            bool dup = false;
+            for (int k = 0; k < n_seen; k++)
+                dup |= !strcmp(seen[k], kt.isa);
+            if (dup)
+                continue;
+            seen[n_seen++] = kt.isa;
+            bench_isa(&s, &kt);
+        }
+    }
+    if (s.json)
+        tern_kbench_print_json(&s, stdout);
+    else
+        tern_kbench_print_md(&s, stdout);
+    const int rc = s.n_skipped ? TERN_EXIT_FAIL : TERN_EXIT_OK;
+    tern_threadpool_free(s.pool);
+    free(s.arena);
+    tern_kbench_free(&s);
+    tern_sysdesc_free(&sys);
+    return rc;
+}
