@@ -354,6 +354,78 @@ static void test_gemm_extreme_blocks(void **state) {
     }
 }
 
+/* Every activation-row count 1..9 (the fast kernels tile activation rows in groups, so each
+ * remainder is a different code path) and, with m = 5, more weight rows than a row group of
+ * the tiled kernels holds (the row groups' boundary). */
+static void test_gemm_tile_tails(void **state) {
+    const fixture *f = *state;
+    static const uint32_t types[] = {TERN_TYPE_F32,  TERN_TYPE_F16,  TERN_TYPE_Q4_0, TERN_TYPE_Q4_1, TERN_TYPE_Q5_0,
+                                     TERN_TYPE_Q5_1, TERN_TYPE_Q8_0, TERN_TYPE_Q4_K, TERN_TYPE_Q5_K, TERN_TYPE_Q6_K};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const int64_t block = tern_quant_type_get(types[t])->block_elems;
+        const int64_t k = block == 1 ? 45 : 2 * block;
+        for (int64_t m = 1; m <= 9; m++)
+            check_gemm(f, types[t], k, m % 2 ? 6 : 9, m, 5000 + 100 * t + (uint64_t)m);
+    }
+    check_gemm(f, TERN_TYPE_Q4_K, 256, 1000, 5, 6001);
+    check_gemm(f, TERN_TYPE_Q6_K, 256, 700, 5, 6002);
+}
+
+/* Fast activation quantizers write the reference's bytes exactly: random rows; rows whose
+ * scaled values fall on .5 (Q8_0 rounds ties away from zero, Q8_K to even); a largest magnitude
+ * held by +v and -v (the first one sets Q8_K's sign); NaN, inf, zeros, -0 and subnormals. */
+static void test_quantize_act_bytes(void **state) {
+    const fixture *f = *state;
+    enum { K = 1024, ROWS = 8 };
+    static const uint32_t fmts[] = {TERN_TYPE_Q8_0, TERN_TYPE_Q8_K};
+    float x[K];
+    uint8_t want[2 * K], got[2 * K];
+    rng r = {99};
+    for (int row = 0; row < ROWS; row++) {
+        for (int e = 0; e < K; e++)
+            x[e] = rng_normalish(&r) * (row == 0 ? 1e-3f : 3.0f);
+        switch (row) {
+        case 1: /* halves: every block has a +-127 element, so the scale is 1 and levels land on .5 */
+            for (int e = 0; e < K; e++)
+                x[e] = e % 32 == 5 ? (e % 64 ? 127.0f : -127.0f) : 0.5f * (float)((int)(rng_u64(&r) % 253) - 126);
+            break;
+        case 2: /* +v then -v as the largest magnitude, and the reverse */
+            for (int e = 0; e < K; e += 32)
+                x[e + 3] = (e / 32) % 2 ? 9.0f : -9.0f, x[e + 20] = -x[e + 3];
+            break;
+        case 3: /* non-finite values */
+            x[7] = NAN, x[300] = INFINITY, x[600] = -INFINITY, x[601] = NAN, x[900] = -NAN;
+            break;
+        case 4: /* all-zero and negative-zero blocks, one NaN-only block */
+            memset(x, 0, 512 * sizeof *x);
+            for (int e = 256; e < 288; e++)
+                x[e] = -0.0f;
+            for (int e = 512; e < 768; e++)
+                x[e] = NAN;
+            break;
+        case 5: /* subnormal magnitudes: Q8_K's -127/max overflows to -inf */
+            for (int e = 0; e < K; e++)
+                x[e] = tern_f32_from_bits((uint32_t)(rng_u64(&r) % 64u)) * (e % 2 ? -1.0f : 1.0f);
+            break;
+        default:
+            break;
+        }
+        for (size_t fi = 0; fi < 2; fi++) {
+            const size_t bytes = tern_dot_row_bytes(fmts[fi] == TERN_TYPE_Q8_0 ? TERN_TYPE_Q8_0 : TERN_TYPE_Q4_K, K);
+            assert_true(bytes > 0 && bytes <= sizeof want);
+            tern_quant_type_get(fmts[fi])->quantize(x, want, K);
+            for (int t = 0; t < f->n; t++) {
+                memset(got, 0xA5, sizeof got);
+                f->tables[t].quantize_act[fmts[fi]](x, got, K);
+                if (memcmp(got, want, bytes) != 0)
+                    fail_msg("%s: quantize_act %s row kind %d differs from the reference", f->tables[t].isa,
+                             tern_type_name(fmts[fi]), row);
+                assert_int_equal(got[bytes], 0xA5); /* nothing past the row */
+            }
+        }
+    }
+}
+
 /* ---- element-wise and row operations ---- */
 
 /* Within 1e-5 of the double result: the reference rounds 3 times after a double sum of
@@ -409,13 +481,13 @@ static void test_rmsnorm(void **state) {
 static void test_rope(void **state) {
     const fixture *f = *state;
     enum { HEADS = 3, DIM = 64 };
-    static const int64_t rots[] = {64, 32};
+    static const int64_t rots[] = {64, 32, 20}; /* 20: pairs left over after 8-wide steps */
     rng r = {9};
     float x[HEADS * DIM], orig[HEADS * DIM], cos_sin[DIM];
     double c[DIM / 2], s[DIM / 2];
     for (int t = 0; t < f->n; t++)
         for (int neox = 0; neox <= 1; neox++)
-            for (size_t ri = 0; ri < 2; ri++) {
+            for (size_t ri = 0; ri < sizeof rots / sizeof rots[0]; ri++) {
                 const int64_t n_rot = rots[ri], half = n_rot / 2;
                 for (int pos = 0; pos <= 4096; pos++) {
                     for (int64_t kk = 0; kk < half; kk++) {
@@ -456,7 +528,7 @@ static void test_rope(void **state) {
 static void test_attention(void **state) {
     const fixture *f = *state;
     static const int64_t n_kvs[] = {1, 2, 3, 7, 31, 64, 129, 300};
-    static const int64_t dims[][2] = {{64, 64}, {80, 48}, {1, 3}, {128, 128}};
+    static const int64_t dims[][2] = {{64, 64}, {80, 48}, {1, 3}, {128, 128}, {20, 23}};
     rng r = {13};
     enum { MAXD = 128, MAXKV = 300, PAD = 5 };
     const size_t stride = MAXD + PAD;
@@ -464,7 +536,7 @@ static void test_attention(void **state) {
     float q[MAXD], out[MAXD], scores[MAXKV];
     double p[MAXKV];
     assert_true(kc && vc);
-    for (size_t di = 0; di < 4; di++)
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
         for (size_t ni = 0; ni < 8; ni++)
             for (int big = 0; big <= 1; big++) {
                 const int64_t dk = dims[di][0], dv = dims[di][1], n_kv = n_kvs[ni];
@@ -625,10 +697,46 @@ static void test_fp16_rows(void **state) {
                 fail_msg("%s: f32 %a -> f16 0x%04x, want 0x%04x", f->tables[t].isa, x[i], h2[i],
                          tern_fp32_to_fp16(x[i]));
         }
+        /* short rows (tails of any vector width): the same results, nothing written past n */
+        for (int n = 1; n <= 19; n += 6) {
+            uint16_t hs[20];
+            float xs[20];
+            for (int i = 0; i < 20; i++)
+                hs[i] = 0x1234, xs[i] = 12345.0f;
+            f->tables[t].f32_to_f16(n, x + 7, hs);
+            f->tables[t].f16_to_f32(n, h2 + 7, xs);
+            for (int i = 0; i < n; i++) {
+                assert_int_equal(hs[i], h2[7 + i]);
+                assert_int_equal(tern_f32_bits(xs[i]), tern_f32_bits(tern_fp16_to_fp32(h2[7 + i])));
+            }
+            assert_int_equal(hs[n], 0x1234);
+            assert_true(xs[n] == 12345.0f);
+        }
     }
     free(h);
     free(h2);
     free(x);
+}
+
+/* Rows of every length 1..40, so vector kernels' scalar tails are covered too: each element as
+ * quant/'s scalar conversion gives it. */
+static void test_fp16_row_tails(void **state) {
+    const fixture *f = *state;
+    enum { MAX = 40 };
+    float x[MAX], back[MAX];
+    uint16_t h[MAX];
+    rng r = {43};
+    for (int t = 0; t < f->n; t++)
+        for (int64_t n = 1; n <= MAX; n++) {
+            for (int64_t i = 0; i < n; i++)
+                x[i] = rng_normalish(&r) * (i % 3 ? 1.0f : 1e-6f); /* some subnormal halves */
+            f->tables[t].f32_to_f16(n, x, h);
+            f->tables[t].f16_to_f32(n, h, back);
+            for (int64_t i = 0; i < n; i++) {
+                assert_int_equal(h[i], tern_fp32_to_fp16(x[i]));
+                assert_true(tern_f32_bits(back[i]) == tern_f32_bits(tern_fp16_to_fp32(h[i])));
+            }
+        }
 }
 
 /* ---- dot formats, dispatch, feature detection ---- */
@@ -733,14 +841,27 @@ static void test_cpu_features(void **state) {
         skip();
     static char line[65536];
     char flags[65536] = "";
+#if defined(__aarch64__)
+    static const char key[] = "Features";
+#else
+    static const char key[] = "flags";
+#endif
     while (fgets(line, sizeof line, fp)) {
         const char *colon = strchr(line, ':');
-        if (colon && (strncmp(line, "flags", 5) == 0 || strncmp(line, "Features", 8) == 0)) {
+        if (colon && strncmp(line, key, sizeof key - 1) == 0) {
             snprintf(flags, sizeof flags, " %s ", colon + 1);
             break;
         }
     }
     fclose(fp);
+    /* Under qemu-user /proc/cpuinfo is the host's (no arm64 "Features" line); tests/sh/arm64.sh then
+     * names the emulated CPU's features in TERN_TEST_CPU_FEATURES. */
+    if (!flags[0]) {
+        const char *given = getenv("TERN_TEST_CPU_FEATURES");
+        if (!given)
+            skip();
+        snprintf(flags, sizeof flags, " %s ", given);
+    }
     char *nl = strchr(flags, '\n');
     if (nl)
         *nl = ' ';
@@ -774,6 +895,8 @@ int main(void) {
         cmocka_unit_test(test_gemm_32_element_formats),
         cmocka_unit_test(test_gemm_k_quants),
         cmocka_unit_test(test_gemm_extreme_blocks),
+        cmocka_unit_test(test_gemm_tile_tails),
+        cmocka_unit_test(test_quantize_act_bytes),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
@@ -781,6 +904,7 @@ int main(void) {
         cmocka_unit_test(test_gelu_mul),
         cmocka_unit_test(test_add),
         cmocka_unit_test(test_fp16_rows),
+        cmocka_unit_test(test_fp16_row_tails),
     };
     return cmocka_run_group_tests(tests, setup_tables, teardown_tables);
 }

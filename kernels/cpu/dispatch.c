@@ -95,9 +95,18 @@ typedef struct isa_path {
  * (e.g. `#if defined(__x86_64__)` around tern_cpu_kernels_fill_avx2). */
 static const isa_path isa_paths[] = {
     {"avx512vnni", "AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C", runs_avx512vnni, NULL},
+#if defined(__x86_64__)
+    {"avx2", "AVX2, FMA, F16C", runs_avx2, tern_cpu_kernels_fill_avx2},
+#else
     {"avx2", "AVX2, FMA, F16C", runs_avx2, NULL},
+#endif
+#if defined(__aarch64__)
+    {"neon-dotprod", "NEON, dot product, FP16", runs_neon_dotprod, tern_cpu_kernels_fill_neon_dotprod},
+    {"neon", "NEON", runs_neon, tern_cpu_kernels_fill_neon},
+#else
     {"neon-dotprod", "NEON, dot product, FP16", runs_neon_dotprod, NULL},
     {"neon", "NEON", runs_neon, NULL},
+#endif
     {"ref", "nothing", runs_ref, tern_cpu_kernels_ref},
 };
 #define ISA_PATH_COUNT (sizeof isa_paths / sizeof isa_paths[0])

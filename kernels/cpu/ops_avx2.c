@@ -1,0 +1,265 @@
+/*
+ * AVX2 versions of the row operations of ops_ref.c: RMSNorm, RoPE, one attention head over the
+ * fp16 KV cache (F16C), the gated activations, the residual add and fp16 rows. The reference is
+ * built without AVX2 and GCC -O2 does not vectorise its loops, so each of these is faster; they
+ * match it up to f32 rounding (add and the fp16 conversions bit for bit), within the tolerances
+ * of tests/test_kernels.c.
+ *
+ * exp_ps is the one approximation: e^x = 2^n e^r with n = round(x / ln 2), r = x - n ln 2 (ln 2
+ * split in two so r is exact to f32), e^r by its degree-7 Taylor polynomial (|r| <= 0.35, error
+ * below 1e-8), 2^n as two normal factors. Above 88.7 it returns +inf; below -87.3 it returns
+ * e^-87.3 (the smallest normal f32), which is as good as 0 in 1 + e^x and in softmax sums.
+ */
+#include "kernels/cpu/avx2.h"
+
+#include <math.h>
+
+#include "quant/fp16.h"
+
+static inline __m256 exp_ps(__m256 x) {
+    /* max/min take x as the second operand, so NaN passes through */
+    x = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-87.33654f), x));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x); /* ln 2, high 17 bits */
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);      /* ln 2, the rest */
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* n in -126..128: 2^n = 2^(n/2) 2^(n - n/2), both normal; 2^128 e^r overflows to inf */
+    const __m256i ni = _mm256_cvtps_epi32(n), half = _mm256_srai_epi32(ni, 1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, bias), 23));
+    const __m256 s2 =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, half), bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+/* ---- RMSNorm ---- */
+
+/* The sum of squares in double, as the reference, so rows of huge activations still normalise. */
+static void rmsnorm_avx2(int64_t n, const float *x, const float *restrict w, float eps, float *y) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                      hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        s0 = _mm256_fmadd_pd(lo, lo, s0);
+        s1 = _mm256_fmadd_pd(hi, hi, s1);
+    }
+    const __m256d s = _mm256_add_pd(s0, s1);
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+    for (int64_t t = i; t < n; t++)
+        sum += (double)x[t] * x[t];
+    const float scale = (float)(1.0 / sqrt(sum / (double)n + (double)eps));
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i,
+                         _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(w + i)));
+    for (; i < n; i++)
+        y[i] = x[i] * scale * w[i];
+}
+
+/* ---- RoPE ---- */
+
+static void rope_avx2(float *restrict x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                      const float *restrict cos_sin, int neox) {
+    const int64_t half = n_rot / 2;
+    for (int64_t h = 0; h < n_heads; h++) {
+        float *head = x + h * head_dim;
+        int64_t k = 0;
+        if (!neox) { /* pairs (2k, 2k+1) line up with (cos, sin) at (2k, 2k+1) */
+            for (; k + 4 <= half; k += 4) {
+                const __m256 v = _mm256_loadu_ps(head + 2 * k), cs = _mm256_loadu_ps(cos_sin + 2 * k);
+                const __m256 swapped = _mm256_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)); /* b a b a .. */
+                const __m256 bs = _mm256_mul_ps(swapped, _mm256_movehdup_ps(cs));     /* b s, a s */
+                _mm256_storeu_ps(head + 2 * k, _mm256_fmaddsub_ps(v, _mm256_moveldup_ps(cs), bs));
+            }
+        } else { /* pairs (k, k + half): (cos, sin) de-interleaved to two vectors */
+            for (; k + 8 <= half; k += 8) {
+                const __m256 p0 = _mm256_loadu_ps(cos_sin + 2 * k), p1 = _mm256_loadu_ps(cos_sin + 2 * k + 8);
+                const __m256 c = _mm256_castpd_ps(_mm256_permute4x64_pd(
+                    _mm256_castps_pd(_mm256_shuffle_ps(p0, p1, _MM_SHUFFLE(2, 0, 2, 0))),
+                    _MM_SHUFFLE(3, 1, 2, 0)));
+                const __m256 s = _mm256_castpd_ps(_mm256_permute4x64_pd(
+                    _mm256_castps_pd(_mm256_shuffle_ps(p0, p1, _MM_SHUFFLE(3, 1, 3, 1))),
+                    _MM_SHUFFLE(3, 1, 2, 0)));
+                const __m256 a = _mm256_loadu_ps(head + k), b = _mm256_loadu_ps(head + k + half);
+                _mm256_storeu_ps(head + k, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+                _mm256_storeu_ps(head + k + half, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+            }
+        }
+        const int64_t step = neox ? 1 : 2, partner = neox ? half : 1;
+        for (; k < half; k++) {
+            const float c = cos_sin[2 * k], s = cos_sin[2 * k + 1];
+            float *a = head + k * step, *b = a + partner;
+            const float a0 = *a, b0 = *b;
+            *a = a0 * c - b0 * s;
+            *b = a0 * s + b0 * c;
+        }
+    }
+}
+
+/* ---- attention ---- */
+
+static inline float dot_f16(int64_t n, const float *restrict q, const uint16_t *restrict k) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d))), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d + 8))), a1);
+    }
+    if (d + 8 <= n) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d))), a0);
+        d += 8;
+    }
+    float sum = tern_avx2_hsum(_mm256_add_ps(a0, a1));
+    for (; d < n; d++)
+        sum += q[d] * _cvtsh_ss(k[d]);
+    return sum;
+}
+
+/* out = sum_t p_t v_t over the columns [d0, d0 + 8 * width), 8 accumulators at most, so V rows are
+ * read once per 64 columns. */
+static TERN_AVX2_INLINE void weighted_rows(int64_t n_kv, const float *restrict p, const uint16_t *restrict v,
+                                           size_t v_stride, int64_t d0, int width, float inv_sum,
+                                           float *restrict out) {
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < width; j++)
+        acc[j] = _mm256_setzero_ps();
+    for (int64_t t = 0; t < n_kv; t++) {
+        const __m256 pt = _mm256_broadcast_ss(&p[t]);
+        const uint16_t *vt = v + (size_t)t * v_stride + d0;
+#pragma GCC unroll 8
+        for (int j = 0; j < width; j++)
+            acc[j] =
+                _mm256_fmadd_ps(pt, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vt + 8 * j))), acc[j]);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < width; j++)
+        _mm256_storeu_ps(out + d0 + 8 * j, _mm256_mul_ps(acc[j], _mm256_set1_ps(inv_sum)));
+}
+
+static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
+                           const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
+                           size_t v_stride, float scale, float *restrict scores, float *restrict out) {
+    float max = -INFINITY;
+    for (int64_t t = 0; t < n_kv; t++) {
+        scores[t] = dot_f16(dk, q, k + (size_t)t * k_stride) * scale;
+        max = scores[t] > max ? scores[t] : max;
+    }
+    const __m256 vmax = _mm256_set1_ps(max);
+    __m256 vsum = _mm256_setzero_ps();
+    int64_t t = 0;
+    for (; t + 8 <= n_kv; t += 8) {
+        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + t), vmax));
+        _mm256_storeu_ps(scores + t, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    float sum = tern_avx2_hsum(vsum);
+    for (; t < n_kv; t++) {
+        scores[t] = expf(scores[t] - max);
+        sum += scores[t];
+    }
+    const float inv = 1.0f / sum;
+    int64_t d = 0;
+    for (; d + 64 <= dv; d += 64)
+        weighted_rows(n_kv, scores, v, v_stride, d, 8, inv, out);
+    if (d + 8 <= dv) {
+        const int width = (int)((dv - d) / 8);
+        weighted_rows(n_kv, scores, v, v_stride, d, width, inv, out);
+        d += 8 * width;
+    }
+    for (; d < dv; d++) {
+        float acc = 0.0f;
+        for (t = 0; t < n_kv; t++)
+            acc += scores[t] * _cvtsh_ss(v[(size_t)t * v_stride + d]);
+        out[d] = acc * inv;
+    }
+}
+
+/* ---- gated activations: z * sigmoid(t) * up ---- */
+
+/* silu(z) = z sigmoid(z); the tanh GELU 0.5 z (1 + tanh(u)) is z sigmoid(2u), the same
+ * value without the cancellation of 1 + tanh(u) for u << 0. exp(-t) = inf gives -0 or 0, as the
+ * reference's division does. */
+static inline __m256 sigmoid_mul(__m256 z, __m256 t, __m256 up) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), t));
+    return _mm256_mul_ps(_mm256_div_ps(z, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), up);
+}
+
+static void silu_mul_avx2(int64_t n, const float *gate, const float *up, float *out) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 z = _mm256_loadu_ps(gate + i);
+        _mm256_storeu_ps(out + i, sigmoid_mul(z, z, _mm256_loadu_ps(up + i)));
+    }
+    for (; i < n; i++)
+        out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+static void gelu_mul_avx2(int64_t n, const float *gate, const float *up, float *out) {
+    const float sqrt_2_over_pi = 0.79788456080286535588f;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 z = _mm256_loadu_ps(gate + i);
+        const __m256 z2 = _mm256_mul_ps(z, z);
+        const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(sqrt_2_over_pi), z),
+                                       _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), z2, _mm256_set1_ps(1.0f)));
+        _mm256_storeu_ps(out + i, sigmoid_mul(z, _mm256_add_ps(u, u), _mm256_loadu_ps(up + i)));
+    }
+    for (; i < n; i++) {
+        const float z = gate[i], u = sqrt_2_over_pi * z * (1.0f + 0.044715f * z * z);
+        out[i] = z / (1.0f + expf(-2.0f * u)) * up[i];
+    }
+}
+
+/* ---- residual add, fp16 rows ---- */
+
+static void add_avx2(int64_t n, const float *restrict x, float *restrict y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] += x[i];
+}
+
+/* F16C rounds to nearest even, as tern_fp32_to_fp16, and converts subnormals exactly. */
+static void f32_to_f16_avx2(int64_t n, const float *restrict x, uint16_t *restrict y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        y[i] = tern_fp32_to_fp16(x[i]);
+}
+
+static void f16_to_f32_avx2(int64_t n, const uint16_t *restrict x, float *restrict y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++)
+        y[i] = tern_fp16_to_fp32(x[i]);
+}
+
+void tern_cpu_avx2_fill_ops(tern_cpu_kernels *k) {
+    k->rmsnorm = rmsnorm_avx2;
+    k->rope = rope_avx2;
+    k->attn_head = attn_head_avx2;
+    k->silu_mul = silu_mul_avx2;
+    k->gelu_mul = gelu_mul_avx2;
+    k->add = add_avx2;
+    k->f32_to_f16 = f32_to_f16_avx2;
+    k->f16_to_f32 = f16_to_f32_avx2;
+}
