@@ -18,6 +18,10 @@ struct tern_context {
     float *logits;       /* n_vocab, or n_batch * n_vocab with logits_all */
     int64_t logits_rows; /* rows valid after the last eval */
     bool have_logits;
+    /* OpenCL chosen by auto: a runtime failure moves the context to the CPU, which replays the
+     * tokens of the KV cache (history, n_ctx entries) to rebuild it. */
+    bool opencl_auto;
+    int32_t *history;
 };
 
 tern_context_params tern_context_default_params(void) {
@@ -70,6 +74,90 @@ static int choose_threads(const tern_context_params *p, int *cpus, int cap, bool
     return n;
 }
 
+/* The backend and its forward pass (which uploads the weights, so that a device without room for
+ * them falls back as well). CPU for "cpu"; for "auto" the first GPU-type OpenCL device passing
+ * the self-test (TERN_OPENCL_ANY_DEVICE=1 admits CPU-type ones), else the CPU with the reason;
+ * "opencl" forced fails with the reason instead. */
+static tern_status start_cpu(tern_context *c, int n_threads, const int *cpus, tern_error *err) {
+    tern_status st = tern_backend_cpu_create(n_threads, cpus, c->params.isa, &c->backend, err);
+    if (st == TERN_OK)
+        st = tern_forward_create(c->model, c->backend, c->params.n_ctx, c->params.n_batch, c->params.logits_all,
+                                 &c->fwd, err);
+    return st;
+}
+
+static void stop_backend(tern_context *c) {
+    tern_forward_free(c->fwd);
+    if (c->backend)
+        c->backend->ops->destroy(c->backend);
+    c->fwd = NULL;
+    c->backend = NULL;
+}
+
+static tern_status choose_backend(tern_context *c, int n_threads, const int *cpus, tern_error *err) {
+    const tern_context_params *p = &c->params;
+    char *reason = c->info.backend_reason;
+    const size_t cap = sizeof c->info.backend_reason;
+    tern_status st;
+    bool on_opencl = false;
+    snprintf(reason, cap, "requested");
+    if (p->backend != TERN_BACKEND_CPU) {
+        const bool forced = p->backend == TERN_BACKEND_OPENCL;
+        const char *any = getenv("TERN_OPENCL_ANY_DEVICE");
+        tern_error e = {0};
+        st = tern_backend_opencl_create(p->device, !forced && !(any && !strcmp(any, "1")), &c->backend, &e);
+        if (st == TERN_OK)
+            st = tern_forward_create(c->model, c->backend, p->n_ctx, p->n_batch, p->logits_all, &c->fwd, &e);
+        if (st == TERN_OK) {
+            const char *name = strchr(c->backend->description, '(');
+            snprintf(reason, cap, "%s: %.*s passed the self-test", forced ? "requested" : "auto",
+                     name ? (int)strcspn(name + 1, ")") : 6, name ? name + 1 : "OpenCL");
+            if (!forced && !(c->history = malloc((size_t)p->n_ctx * sizeof(int32_t)))) {
+                stop_backend(c);
+                return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+            }
+            c->opencl_auto = !forced;
+            on_opencl = true;
+        } else {
+            stop_backend(c);
+            if (forced)
+                return tern_error_set(err, st, "--backend opencl: %s", e.message);
+            snprintf(reason, cap, "auto: %.*s", (int)cap - 7, e.message);
+        }
+    }
+    if (!on_opencl && (st = start_cpu(c, n_threads, cpus, err)) != TERN_OK)
+        return st;
+    c->fwd->check_numerics = p->check_numerics;
+    snprintf(c->info.backend, sizeof c->info.backend, "%s", c->backend->description);
+    return TERN_OK;
+}
+
+/* A runtime OpenCL failure under auto: said once on stderr, then the context continues on the
+ * CPU, rebuilding its KV cache from the tokens it holds. */
+static tern_status fall_back_to_cpu(tern_context *c, const char *why, tern_error *err) {
+    fprintf(stderr, "tern: the OpenCL backend failed (%s); continuing on the CPU\n", why);
+    stop_backend(c);
+    c->opencl_auto = false;
+    int cpus[1024];
+    char threads_reason[160];
+    bool pin = false;
+    const int n_threads = choose_threads(&c->params, cpus, 1024, &pin, threads_reason, sizeof threads_reason);
+    tern_status st = start_cpu(c, n_threads, pin ? cpus : NULL, err);
+    if (st != TERN_OK)
+        return st;
+    c->fwd->check_numerics = c->params.check_numerics;
+    snprintf(c->info.backend, sizeof c->info.backend, "%s", c->backend->description);
+    snprintf(c->info.backend_reason, sizeof c->info.backend_reason, "auto: OpenCL failed at run time (%.100s)",
+             why);
+    c->info.n_threads = n_threads;
+    for (int64_t done = 0; done < c->pos && st == TERN_OK;) {
+        const int64_t chunk = c->pos - done < c->params.n_batch ? c->pos - done : c->params.n_batch;
+        st = tern_forward_eval(c->fwd, c->history + done, chunk, done, c->logits, err);
+        done += chunk;
+    }
+    return st;
+}
+
 tern_status tern_context_create(tern_model *m, const tern_context_params *params, tern_context **out,
                                 tern_error *err) {
     if (!m || !out)
@@ -119,25 +207,15 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
     bool pin = false;
     int n_threads = choose_threads(&p, cpus, 1024, &pin, threads_reason, sizeof threads_reason);
     tern_status st = TERN_OK;
-    if (p.backend == TERN_BACKEND_OPENCL) {
-        st = tern_error_set(err, TERN_ERR_BACKEND, "the OpenCL backend is not built into this tern yet");
-        goto fail;
-    }
-    st = tern_backend_cpu_create(n_threads, pin ? cpus : NULL, p.isa, &c->backend, err);
-    if (st != TERN_OK)
-        goto fail;
-    snprintf(c->info.backend_reason, sizeof c->info.backend_reason, "%s",
-             p.backend == TERN_BACKEND_CPU ? "requested" : "auto: no GPU backend available");
     size_t logit_floats = (size_t)hp->n_vocab * (size_t)(p.logits_all ? p.n_batch : 1);
     c->logits = malloc(logit_floats * sizeof(float));
     if (!c->logits) {
         st = tern_error_set(err, TERN_ERR_NOMEM, "out of memory for logits");
         goto fail;
     }
-    st = tern_forward_create(m, c->backend, p.n_ctx, p.n_batch, p.logits_all, &c->fwd, err);
+    st = choose_backend(c, n_threads, pin ? cpus : NULL, err);
     if (st != TERN_OK)
         goto fail;
-    c->fwd->check_numerics = p.check_numerics;
 
     snprintf(c->info.backend, sizeof c->info.backend, "%s", c->backend->description);
     snprintf(c->info.threads_reason, sizeof c->info.threads_reason, "%s", threads_reason);
@@ -152,6 +230,19 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
     return TERN_OK;
 fail:
     tern_context_free(c);
+    if (st == TERN_ERR_NOMEM && err) {
+        /* The plan fitted MemAvailable, yet an allocation failed: a limit such as ulimit -v or a
+         * cgroup is lower. Say what the run needs beside what failed. */
+        char need[32], kv[32], scratch[32], inner[TERN_ERROR_MESSAGE_MAX];
+        snprintf(inner, sizeof inner, "%s", err->message);
+        format_bytes(plan.total, need, sizeof need);
+        format_bytes(plan.kv_cache, kv, sizeof kv);
+        format_bytes(plan.scratch, scratch, sizeof scratch);
+        tern_error_set(err, st,
+                       "cannot allocate this context: it needs %s in all (KV cache %s at ctx %lld + scratch %s + "
+                       "the mapped weights), and %s; is the address space or memory limited (ulimit -v, cgroup)?",
+                       need, kv, (long long)p.n_ctx, scratch, inner);
+    }
     return st;
 }
 
@@ -162,11 +253,13 @@ void tern_context_free(tern_context *c) {
     if (c->backend)
         c->backend->ops->destroy(c->backend);
     free(c->logits);
+    free(c->history);
     free(c);
 }
 
 void tern_context_get_info(const tern_context *c, tern_context_info *info) {
-    *info = c->info;
+    if (info)
+        *info = c ? c->info : (tern_context_info){0};
 }
 
 tern_status tern_eval(tern_context *c, const int32_t *tokens, size_t n, tern_error *err) {
@@ -179,14 +272,30 @@ tern_status tern_eval(tern_context *c, const int32_t *tokens, size_t n, tern_err
                               "%zu tokens do not fit: %lld of the context's %lld positions are used "
                               "(raise --ctx, or /reset in chat)",
                               n, (long long)c->pos, (long long)c->params.n_ctx);
+    /* Checked up front, so that a bad id late in a long prompt does not leave earlier batches
+     * evaluated behind an error. */
+    const int64_t n_vocab = c->model->hp.n_vocab;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return tern_error_set(err, TERN_ERR_INVALID_ARG, "token %zu is %d, outside the vocabulary (%lld tokens)",
+                                  i, (int)tokens[i], (long long)n_vocab);
     c->have_logits = false;
     for (size_t done = 0; done < n;) {
         if (c->params.abort_flag && *c->params.abort_flag)
             return tern_error_set(err, TERN_ERR_INTERRUPTED, "interrupted");
         int64_t chunk = (int64_t)(n - done) < c->params.n_batch ? (int64_t)(n - done) : c->params.n_batch;
         tern_status st = tern_forward_eval(c->fwd, tokens + done, chunk, c->pos, c->logits, err);
+        if (st == TERN_ERR_BACKEND && c->opencl_auto) {
+            char why[TERN_ERROR_MESSAGE_MAX];
+            snprintf(why, sizeof why, "%s", err ? err->message : "unknown error");
+            if ((st = fall_back_to_cpu(c, why, err)) != TERN_OK)
+                return st;
+            continue; /* this chunk again, on the CPU */
+        }
         if (st != TERN_OK)
             return st;
+        if (c->history)
+            memcpy(c->history + c->pos, tokens + done, (size_t)chunk * sizeof(int32_t));
         c->pos += chunk;
         c->logits_rows = c->params.logits_all ? chunk : 1;
         done += (size_t)chunk;
@@ -208,19 +317,23 @@ const float *tern_get_logits_at(const tern_context *c, size_t i) {
 }
 
 int64_t tern_context_position(const tern_context *c) {
-    return c->pos;
+    return c ? c->pos : 0;
 }
 
 int64_t tern_context_size(const tern_context *c) {
-    return c->params.n_ctx;
+    return c ? c->params.n_ctx : 0;
 }
 
 void tern_context_reset(tern_context *c) {
+    if (!c)
+        return;
     c->pos = 0;
     c->have_logits = false;
 }
 
 tern_status tern_context_truncate(tern_context *c, int64_t n_keep, tern_error *err) {
+    if (!c)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_context_truncate: NULL context");
     if (n_keep < 0 || n_keep > c->pos)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "cannot keep %lld of %lld cached positions",
                               (long long)n_keep, (long long)c->pos);

@@ -24,6 +24,9 @@ static void read_name(tern_model *m, const char *path) {
         size_t n = s.len < sizeof m->name - 1 ? (size_t)s.len : sizeof m->name - 1;
         memcpy(m->name, s.ptr, n);
         m->name[n] = 0;
+        for (size_t i = 0; i < n; i++) /* printed as is by the tools: no control bytes */
+            if ((unsigned char)m->name[i] < 0x20 || m->name[i] == 0x7f)
+                m->name[i] = '?';
         return;
     }
     const char *base = strrchr(path, '/');
@@ -43,29 +46,37 @@ static tern_status read_chat_template(tern_model *m, tern_error *err) {
     return TERN_OK;
 }
 
-tern_status tern_model_load(const char *path, tern_model **out, tern_error *err) {
-    if (!path || !out)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_model_load: path and out are required");
-    *out = NULL;
-    int64_t t0 = now_us();
-    tern_model *m = calloc(1, sizeof *m);
-    if (!m)
-        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
-    snprintf(m->path, sizeof m->path, "%s", path);
-    tern_status st = tern_gguf_open(path, &m->gguf, err);
-    if (st == TERN_OK)
-        st = tern_hparams_read(m->gguf, &m->hp, err);
+/* Load messages quote names and texts from the file: control bytes become '?', so that no file
+ * can split the one-line message or send escape sequences to a terminal. */
+static tern_status printable_error(tern_error *err, tern_status st) {
+    if (err && st != TERN_OK)
+        for (char *c = err->message; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
+    return st;
+}
+
+/* Everything after the container is open: hyper-parameters, weights, tokenizer, summary. On
+ * failure the model is freed. `label` names the model in messages and is its fallback name. */
+static tern_status load_from(tern_model *m, const char *label, int64_t t0, tern_model **out, tern_error *err) {
+    tern_status st = tern_hparams_read(m->gguf, &m->hp, err);
     if (st == TERN_OK)
         st = tern_model_bind(m->gguf, &m->hp, &m->w, err);
     if (st == TERN_OK)
         st = tern_tokenizer_load(m->gguf, &m->tokenizer, err);
     if (st == TERN_OK)
         st = read_chat_template(m, err);
+    if (st == TERN_ERR_NOMEM && err) { /* say how large the model is beside what failed */
+        char inner[TERN_ERROR_MESSAGE_MAX];
+        snprintf(inner, sizeof inner, "%s", err->message);
+        tern_error_set(err, st, "cannot load '%s' (%llu bytes mapped): %s; is the address space or memory "
+                       "limited (ulimit -v, cgroup)?", label, (unsigned long long)tern_gguf_file_size(m->gguf), inner);
+    }
     if (st != TERN_OK) {
         tern_model_free(m);
-        return st;
+        return printable_error(err, st);
     }
-    read_name(m, path);
+    read_name(m, label);
     const char *pre = tern_tokenizer_pre_name(m->tokenizer);
     snprintf(m->tokenizer_desc, sizeof m->tokenizer_desc, "%s%s%s%s", tern_tokenizer_model_name(m->tokenizer),
              pre && pre[0] ? " (" : "", pre && pre[0] ? pre : "", pre && pre[0] ? ")" : "");
@@ -82,12 +93,48 @@ tern_status tern_model_load(const char *path, tern_model **out, tern_error *err)
         snprintf(m->warning, sizeof m->warning,
                  "most weight bytes are F16/F32/BF16: a Q4_K_M file is ~3.5x smaller and faster "
                  "(tern quantize %s OUT.gguf Q4_K_M)",
-                 path);
+                 label);
     else if (tern_tokenizer_warning(m->tokenizer))
         snprintf(m->warning, sizeof m->warning, "%s", tern_tokenizer_warning(m->tokenizer));
     m->load_us = now_us() - t0;
     *out = m;
     return TERN_OK;
+}
+
+tern_status tern_model_load(const char *path, tern_model **out, tern_error *err) {
+    if (!path || !out)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_model_load: path and out are required");
+    *out = NULL;
+    int64_t t0 = now_us();
+    tern_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    snprintf(m->path, sizeof m->path, "%s", path);
+    tern_status st = tern_gguf_open(path, &m->gguf, err);
+    if (st != TERN_OK) {
+        tern_model_free(m);
+        return printable_error(err, st);
+    }
+    return load_from(m, path, t0, out, err);
+}
+
+tern_status tern_model_load_memory(const void *data, size_t size, const char *name, tern_model **out,
+                                   tern_error *err) {
+    if (!out || (!data && size))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_model_load_memory: data and out are required");
+    *out = NULL;
+    int64_t t0 = now_us();
+    tern_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    const char *label = name ? name : "(memory)";
+    snprintf(m->path, sizeof m->path, "%s", label);
+    tern_status st = tern_gguf_open_memory(data, size, &m->gguf, err);
+    if (st != TERN_OK) {
+        tern_model_free(m);
+        return printable_error(err, st);
+    }
+    return load_from(m, label, t0, out, err);
 }
 
 void tern_model_free(tern_model *m) {
@@ -101,7 +148,11 @@ void tern_model_free(tern_model *m) {
 }
 
 void tern_model_get_info(const tern_model *m, tern_model_info *info) {
+    if (!info)
+        return;
     memset(info, 0, sizeof *info);
+    if (!m)
+        return;
     const tern_hparams *hp = &m->hp;
     info->architecture = tern_arch_name(hp->arch);
     info->name = m->name;
@@ -129,7 +180,11 @@ void tern_model_get_info(const tern_model *m, tern_model_info *info) {
 #define DEFAULT_BATCH 512
 
 void tern_model_plan_memory(const tern_model *m, int64_t n_ctx, int64_t n_batch, tern_memory_plan *plan) {
+    if (!plan)
+        return;
     memset(plan, 0, sizeof *plan);
+    if (!m)
+        return;
     if (n_ctx <= 0)
         n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
     if (n_batch <= 0)
@@ -157,5 +212,5 @@ void tern_model_plan_memory(const tern_model *m, int64_t n_ctx, int64_t n_batch,
 }
 
 int64_t tern_model_n_vocab(const tern_model *m) {
-    return m->hp.n_vocab;
+    return m ? m->hp.n_vocab : 0;
 }

@@ -19,14 +19,20 @@ tern_status tern_tokenize(const tern_model *m, const char *text, size_t len, boo
 }
 
 tern_status tern_token_piece(const tern_model *m, int32_t token, bool special, const char **piece, size_t *len) {
+    if (!m || !piece || !len)
+        return TERN_ERR_INVALID_ARG;
     return tern_tokenizer_piece(m->tokenizer, token, special, piece, len, NULL);
 }
 
 int32_t tern_token_bos(const tern_model *m) {
+    if (!m)
+        return -1;
     return tern_tokenizer_add_bos(m->tokenizer) ? tern_tokenizer_bos(m->tokenizer) : -1;
 }
 
 bool tern_token_is_eog(const tern_model *m, int32_t token) {
+    if (!m)
+        return false;
     return tern_tokenizer_is_eog(m->tokenizer, token);
 }
 
@@ -41,6 +47,8 @@ size_t tern_detokenizer_max_bytes(const tern_model *m) {
 
 tern_status tern_detokenizer_push(tern_detokenizer *d, int32_t token, char *out, size_t cap, size_t *n_written,
                                   tern_error *err) {
+    if (!d || !n_written)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_detokenizer_push: NULL argument");
     return tern_detok_push((tern_detok *)d->opaque, token, out, cap, n_written, err);
 }
 
@@ -51,6 +59,9 @@ size_t tern_detokenizer_flush(tern_detokenizer *d, char *out) {
 tern_status tern_chat_tokenize(const tern_model *m, const tern_chat_message *messages, size_t n_messages,
                                bool add_generation_prompt, int32_t *tokens, size_t cap, size_t *n_tokens,
                                tern_error *err) {
+    if (!m || (!messages && n_messages) || !n_tokens)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "tern_chat_tokenize: model, messages and n_tokens are required");
     tern_chat_format fmt =
         tern_chat_format_detect(m->chat_template, m->chat_template ? strlen(m->chat_template) : 0, NULL);
     tern_chat_prompt prompt;

@@ -48,6 +48,9 @@ typedef struct tern_rope_params {
 
 typedef struct tern_backend_ops {
     const char *name;
+    /* True when matmul quantizes its input (CPU: Q8 blocks), which turns inf/NaN into finite
+     * values: the forward pass then checks the output head's input itself. */
+    bool quantizes_activations;
     void (*destroy)(tern_backend *be);
 
     /* Weights: make a backend handle for a tensor of the mapped file. */
@@ -99,5 +102,12 @@ struct tern_backend {
  * automatic (TERN_ISA), else a forced kernel path. */
 tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *isa, tern_backend **out,
                                     tern_error *err);
+
+/* The OpenCL backend (kernels/opencl/, docs/opencl.md) on OpenCL device `device` (an index of
+ * `tern info --devices`), or with device < 0 on the first device that qualifies (a GPU when
+ * gpu_only, else any usable device) and passes the self-test: a small Q4_K product compared with
+ * the CPU reference. Fails with TERN_ERR_BACKEND and the reason: no runtime, no platform, no GPU,
+ * a build error, a failed self-test. */
+tern_status tern_backend_opencl_create(int device, bool gpu_only, tern_backend **out, tern_error *err);
 
 #endif

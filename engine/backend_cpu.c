@@ -432,6 +432,7 @@ static void cpu_destroy(tern_backend *be) {
 
 static const tern_backend_ops cpu_ops = {
     .name = "cpu",
+    .quantizes_activations = true,
     .destroy = cpu_destroy,
     .weight_create = cpu_weight_create,
     .weight_free = cpu_weight_free,

@@ -28,7 +28,8 @@ static int64_t widest_row(const tern_hparams *hp) {
 
 uint64_t tern_forward_scratch_bytes(const tern_hparams *hp, int64_t n_batch, bool logits_all) {
     const uint64_t B = (uint64_t)n_batch;
-    uint64_t floats = B * (uint64_t)(3 * hp->n_embd + hp->n_head * hp->head_dim_k +
+    /* x, xn, tmp and the host copy for the numerics check: 4 rows of E */
+    uint64_t floats = B * (uint64_t)(4 * hp->n_embd + hp->n_head * hp->head_dim_k +
                                      hp->n_head_kv * (hp->head_dim_k + hp->head_dim_v) +
                                      hp->n_head * hp->head_dim_v + 2 * hp->n_ff);
     floats += (logits_all ? B : 1) * (uint64_t)hp->n_vocab;
@@ -117,6 +118,11 @@ tern_status tern_forward_create(const tern_model *m, tern_backend *be, int64_t n
 #undef BUF
     if ((st = make_buf(f, logits_all ? B : 1, hp->n_vocab, &f->logits, err)) != TERN_OK)
         goto fail;
+    if (!(f->host_check = malloc((size_t)(B * E) * sizeof(float)))) {
+        st = tern_error_set(err, TERN_ERR_NOMEM, "cannot allocate the numerics check buffer (%lld bytes)",
+                            (long long)(B * E) * (long long)sizeof(float));
+        goto fail;
+    }
     tern_kv_shape kv = {hp->n_layer, n_ctx, hp->n_head_kv * hp->head_dim_k, hp->n_head_kv * hp->head_dim_v};
     if ((st = be->ops->kv_create(be, &kv, err)) != TERN_OK)
         goto fail;
@@ -154,18 +160,24 @@ void tern_forward_free(tern_forward *f) {
     free(f);
 }
 
-/* --check-numerics: read the residual stream back and name the first layer that went non-finite. */
+/* Reads n <= n_batch * E floats of b back (into host_check) and fails on the first inf/NaN. --check-numerics does it
+ * for the residual stream after every layer, naming the first layer that went non-finite (layer
+ * >= 0); every pass does it for the output head's input (layer < 0). */
 static tern_status check_finite(tern_forward *f, const tern_buf *b, int64_t n, const char *where, int64_t layer,
                                 tern_error *err) {
-    if (!f->host_check && !(f->host_check = malloc((size_t)(f->n_batch * f->model->hp.n_embd) * sizeof(float))))
-        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
     tern_status st = f->be->ops->read(f->be, b, 0, n, f->host_check, err);
     if (st != TERN_OK)
         return st;
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(f->host_check[i]))
+    for (int64_t i = 0; i < n; i++) {
+        if (isfinite(f->host_check[i]))
+            continue;
+        if (layer >= 0)
             return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite value (%g) in %s of layer %lld, element %lld",
                                   f->host_check[i], where, (long long)layer, (long long)i);
+        return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite value (%g) in %s, element %lld%s", f->host_check[i],
+                              where, (long long)i,
+                              f->check_numerics ? "" : " (run with --check-numerics to find the layer)");
+    }
     return TERN_OK;
 }
 
@@ -265,6 +277,13 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
     } else {
         o->rmsnorm(be, f->x, f->output_norm, n, hp->rms_eps, f->xn);
     }
+    /* The output head's matmul quantizes its input, and that quantization ignores inf/NaN: a
+     * non-finite hidden state would come out as finite, meaningless logits (all zero for an all-NaN
+     * row). So its input is checked here, on every pass; it is rows * E floats, small beside the
+     * logits read back below. Backends that keep activations f32 pass inf/NaN on to the logits,
+     * which are checked below, and skip this extra read (a host round trip on a GPU). */
+    if (o->quantizes_activations && (st = check_finite(f, f->xn, rows * E, "the output head's input", -1, err)) != TERN_OK)
+        return st;
     o->matmul(be, f->output, f->xn, rows, f->logits);
     if (f->output_bias)
         o->add_bias(be, f->output_bias, rows, f->logits);

@@ -206,6 +206,16 @@ static tern_status bind(const binder *b, const char *name, bool required, int n,
     if (n == 1 && t->type != TERN_TYPE_F32)
         return tern_error_set(b->err, TERN_ERR_UNSUPPORTED, "vector '%s' is %s; tern expects F32 norms and biases",
                               name, tern_type_name(t->type));
+    /* A NaN in a norm weight never reaches the logits as NaN: the quantized matmul after the norm
+     * turns it into finite garbage. Vectors are a few KB per layer, so they are checked here;
+     * matrices are too large to read at load and are caught in the forward pass. */
+    for (int64_t i = 0; n == 1 && i < t->n_elements; i++) {
+        float v;
+        memcpy(&v, t->data + (size_t)i * sizeof v, sizeof v);
+        if (!isfinite(v))
+            return tern_error_set(b->err, TERN_ERR_FORMAT, "tensor '%s' holds a non-finite value (%g) at element %lld",
+                                  name, (double)v, (long long)i);
+    }
     return TERN_OK;
 }
 

@@ -96,6 +96,11 @@ struct tern_model {
 };
 typedef struct tern_model tern_model;
 
+/* tern_model_load over a file image in memory that must outlive the model (fuzzing, tests):
+ * the same checks, no file. `name` stands in for the path in messages (NULL: "(memory)"). */
+tern_status tern_model_load_memory(const void *data, size_t size, const char *name, tern_model **out,
+                                   tern_error *err);
+
 /* Read hyper-parameters of a supported architecture from metadata (no tensors). */
 tern_status tern_hparams_read(const tern_gguf *g, tern_hparams *hp, tern_error *err);
 /* Bind every tensor of the architecture, checking types are supported and shapes exact. */

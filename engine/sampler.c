@@ -122,7 +122,8 @@ tern_status tern_sampler_create(const tern_sampler_params *params, int n_vocab, 
     return TERN_OK;
 nomem:
     tern_sampler_free(s);
-    return tern_error_set(err, TERN_ERR_NOMEM, "sampler: cannot allocate scratch for %d tokens", n_vocab);
+    return tern_error_set(err, TERN_ERR_NOMEM, "sampler: cannot allocate %zu bytes of scratch for %d tokens",
+                          (size_t)n_vocab * (sizeof(float) + sizeof(candidate) + 1), n_vocab);
 }
 
 void tern_sampler_free(tern_sampler *s) {

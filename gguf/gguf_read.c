@@ -330,6 +330,12 @@ static tern_status parse_tensor_info(tern_gguf *g, cursor *c, int64_t i, uint64_
     describe(&p, where, sizeof where);
     if (memchr(name, '\0', len))
         return tern_error_set(err, TERN_ERR_FORMAT, "%s: tensor name contains a NUL byte", where);
+    /* Later messages quote the name as it is: a newline or an escape sequence in it must not
+     * reach a terminal or split a log line. No model names a tensor with control bytes. */
+    for (uint64_t k = 0; k < len; k++)
+        if (name[k] < 0x20 || name[k] == 0x7f)
+            return tern_error_set(err, TERN_ERR_FORMAT, "%s: tensor name contains the control byte 0x%02x", where,
+                                  name[k]);
     memcpy(t->name, name, len);
     t->name[len] = '\0';
     int64_t prev = index_probe(g, true, t->name, len, i);
@@ -527,7 +533,14 @@ tern_status tern_gguf_open(const char *path, tern_gguf **out, tern_error *err) {
         if (m == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return tern_error_set(err, TERN_ERR_IO, "cannot map '%s': %s", path, strerror(e));
+            if (e == ENOMEM) /* the address space is limited (ulimit -v) or exhausted */
+                return tern_error_set(err, TERN_ERR_NOMEM,
+                                      "cannot map '%s' (%" PRIu64 " bytes, %.1f MiB): %s; is the address space "
+                                      "limited (ulimit -v)?",
+                                      path, (uint64_t)st.st_size, (double)st.st_size / (1024.0 * 1024.0),
+                                      strerror(e));
+            return tern_error_set(err, TERN_ERR_IO, "cannot map '%s' (%" PRIu64 " bytes): %s", path,
+                                  (uint64_t)st.st_size, strerror(e));
         }
         base = m;
     }

@@ -6,7 +6,8 @@
  *  - every position: the reference top-1 is in our top-3, and where its margin is above 0.5
  *    our top-1 is the same token;
  *  - greedy continuation identical up to the first reference step with margin below 0.5.
- * Runs on whichever CPU kernel path is chosen (TERN_ISA forces one).
+ * Runs on whichever CPU kernel path is chosen (TERN_ISA forces one), or on the OpenCL backend
+ * with TERN_TEST_BACKEND=opencl (tests/sh/opencl.sh; TERN_TEST_OPENCL_DEVICE picks the device).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -92,6 +93,11 @@ static void run_case(const golden_case *gc, feed_mode mode) {
     cp.n_ctx = 128;
     cp.n_batch = mode == FEED_ONE_BATCH ? 64 : mode == FEED_BATCHES_OF_3 ? 3 : 1;
     cp.logits_all = true;
+    const char *backend = getenv("TERN_TEST_BACKEND"), *device = getenv("TERN_TEST_OPENCL_DEVICE");
+    if (backend && !strcmp(backend, "opencl")) {
+        cp.backend = TERN_BACKEND_OPENCL;
+        cp.device = device ? atoi(device) : -1;
+    }
     tern_context *ctx = NULL;
     if (tern_context_create(m, &cp, &ctx, &err) != TERN_OK)
         fail_msg("context: %s", err.message);
@@ -122,7 +128,10 @@ static void run_case(const golden_case *gc, feed_mode mode) {
     }
     double rel = sqrt(diff / (double)n_vocab) / sqrt(var / (double)n_vocab);
     print_message("  %s mode %d: last-logit RMS error / stddev = %.5f\n", gc->json, (int)mode, rel);
-    assert_true(rel <= 0.02);
+    /* The reference quantizes activations to 8 bits inside its dot products, as the CPU backend
+     * does, so the two share most of that rounding; the OpenCL backend keeps activations in f32
+     * and sits about the reference's own rounding (2-2.5% here) away from it. */
+    assert_true(rel <= (cp.backend == TERN_BACKEND_OPENCL ? 0.03 : 0.02));
 
     /* Greedy continuation, token by token, until the first near-tie. The README stops at the
      * reference's first margin below 0.5; the two engines quantize activations differently, which

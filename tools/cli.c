@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 bool tern_cli_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -272,9 +273,23 @@ char *tern_cli_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
+    /* A regular file over the cap is refused from its size, before a byte is read; anything else
+     * (a pipe, /dev/zero) is read until it passes the cap. */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > TERN_CLI_MAX_FILE) {
+        fclose(f);
+        errno = EFBIG;
+        return NULL;
+    }
     char *buf = NULL;
     size_t cap = 0, n = 0;
     for (;;) {
+        if (n > TERN_CLI_MAX_FILE) {
+            free(buf);
+            fclose(f);
+            errno = EFBIG;
+            return NULL;
+        }
         if (n + 65536 + 1 > cap) {
             cap = cap * 2 + 65536 + 1;
             char *b = realloc(buf, cap);

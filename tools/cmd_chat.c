@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,8 +93,31 @@ static void on_piece(void *user, const char *piece, size_t len, int32_t token) {
     a->text[a->len] = 0;
 }
 
+/* Waits until stdin has input, with SIGINT blocked except inside pselect: a Ctrl-C that comes
+ * just after the prompt is printed, before a plain read would start waiting, is not lost (it
+ * would otherwise leave the read blocked until the next key). stdin is unbuffered (see
+ * tern_cmd_chat), so input the descriptor has not given out is all there is. False when
+ * interrupted. */
+static bool wait_for_input(void) {
+    sigset_t block, orig;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &orig);
+    bool ready = !interrupts;
+    if (ready) {
+        fd_set fds;
+        FD_ZERO(&fds);
+        FD_SET(STDIN_FILENO, &fds);
+        ready = pselect(STDIN_FILENO + 1, &fds, NULL, NULL, NULL, &orig) > 0 && !interrupts;
+    }
+    sigprocmask(SIG_SETMASK, &orig, NULL);
+    return ready;
+}
+
 /* Reads one line; returns false on EOF or interrupt. */
 static bool read_line(char **line, size_t *cap, size_t *len) {
+    if (!wait_for_input())
+        return false;
     errno = 0;
     ssize_t n = getline(line, cap, stdin);
     if (n < 0)
@@ -133,6 +157,17 @@ int tern_cmd_chat(int argc, char **argv) {
             return TERN_EXIT_USAGE;
         }
     }
+    /* The handler goes in before the model loads, so Ctrl-C during a load ends the program here
+     * (below) instead of killing it; it also stops prompt processing between batches. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C at the prompt interrupts getline */
+    sigaction(SIGINT, &sa, NULL);
+    interrupts = 0;
+    o.ctx.abort_flag = &interrupts;
+    setvbuf(stdin, NULL, _IONBF, 0); /* for wait_for_input: no input hides in a stdio buffer */
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     tern_model *model = NULL;
@@ -146,6 +181,10 @@ int tern_cmd_chat(int argc, char **argv) {
     int rc = tern_run_setup("chat", &o, &model, &ctx);
     if (rc != TERN_EXIT_OK)
         goto done;
+    if (interrupts) {
+        fprintf(stderr, "(interrupted while loading)\n");
+        goto done;
+    }
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double load_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
@@ -160,13 +199,6 @@ int tern_cmd_chat(int argc, char **argv) {
     }
     if (system && !conversation_add(&conv, "system", system, strlen(system)))
         goto oom;
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C at the prompt interrupts getline */
-    sigaction(SIGINT, &sa, NULL);
 
     const bool tty = isatty(STDIN_FILENO);
     tern_gen_stats last = {0};

@@ -1,21 +1,27 @@
 /*
  * tern info MODEL [--ctx N] : what a model file is and what a run of it needs.
  * tern info --cpu           : the CPU features found and the kernel path chosen.
+ * tern info --devices       : the OpenCL platforms and devices, and the one auto picks.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/backend.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
+#include "kernels/opencl/opencl.h"
 #include "tools/cli.h"
 
 static const char info_help[] =
     "usage: tern info MODEL [--ctx N] [--batch N]\n"
-    "       tern info --cpu\n\n"
+    "       tern info --cpu\n"
+    "       tern info --devices\n\n"
     "Describes a GGUF model: architecture, hyper-parameters, tokenizer, tensors by type, weight\n"
     "bytes, bits per weight, and the memory a run at --ctx needs (weights + FP16 KV cache + scratch)\n"
     "against the memory available now. A malformed file gets one line naming the problem.\n"
-    "--cpu prints the CPU features detected and the kernel path tern picks (TERN_ISA forces one).\n";
+    "--cpu prints the CPU features detected and the kernel path tern picks (TERN_ISA forces one).\n"
+    "--devices lists the OpenCL platforms and devices (memory, allocation limit, fp16, subgroups) and\n"
+    "runs the selection of --backend auto: the first GPU that passes the self-test, else the CPU.\n";
 
 static int print_cpu(void) {
     tern_cpu_features f;
@@ -37,6 +43,37 @@ static int print_cpu(void) {
     return TERN_EXIT_OK;
 }
 
+static int print_devices(void) {
+    tern_cl_device_info list[TERN_CL_MAX_DEVICES];
+    int n = 0;
+    tern_error err = {0};
+    if (tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, &err) != TERN_OK) {
+        printf("OpenCL: %s\nauto picks: cpu\n", err.message);
+        return TERN_EXIT_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        const tern_cl_device_info *d = &list[i];
+        char mem[32], alloc[32];
+        if (i == 0 || d->platform != list[i - 1].platform)
+            printf("platform %d: %s\n", d->platform, d->platform_name);
+        printf("  device %d: %s (%s, %s)%s\n", d->index, d->name, d->is_gpu ? "GPU" : "not a GPU", d->vendor,
+               d->available ? "" : " UNUSABLE (no compiler, big-endian or below OpenCL 1.2)");
+        printf("    %s, driver %s\n", d->version, d->driver);
+        printf("    memory %s, max allocation %s, local %llu KiB, %d compute units, work-groups up to %zu\n",
+               tern_cli_bytes(d->global_mem, mem, sizeof mem), tern_cli_bytes(d->max_alloc, alloc, sizeof alloc),
+               (unsigned long long)(d->local_mem / 1024), d->compute_units, d->max_work_group);
+        printf("    fp16 (cl_khr_fp16): %s, subgroups: %s\n", d->fp16 ? "yes" : "no", d->subgroups ? "yes" : "no");
+    }
+    tern_backend *be = NULL;
+    if (tern_backend_opencl_create(-1, true, &be, &err) == TERN_OK) {
+        printf("auto picks: %s (it passed the self-test)\n", be->description);
+        be->ops->destroy(be);
+    } else {
+        printf("auto picks: cpu (%s)\n", err.message);
+    }
+    return TERN_EXIT_OK;
+}
+
 int tern_cmd_info(int argc, char **argv) {
     const char *path = NULL;
     int64_t n_ctx = 0, n_batch = 0;
@@ -47,6 +84,8 @@ int tern_cmd_info(int argc, char **argv) {
             return TERN_EXIT_OK;
         } else if (!strcmp(a, "--cpu")) {
             return print_cpu();
+        } else if (!strcmp(a, "--devices")) {
+            return print_devices();
         } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
             if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, 1, 1 << 24, &n_ctx))
                 return TERN_EXIT_USAGE;

@@ -1,6 +1,7 @@
 /*
  * tern run -m MODEL -p PROMPT [-n N] [--seed S] [--json] : one-shot generation for scripts.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +89,8 @@ int tern_cmd_run(int argc, char **argv) {
     char *file_text = NULL;
     size_t prompt_len = prompt ? strlen(prompt) : 0;
     if (file && !(prompt = file_text = tern_cli_read_file(file, &prompt_len))) {
-        fprintf(stderr, "tern run: cannot read '%s'\n", file);
+        fprintf(stderr, "tern run: cannot read '%s': %s%s\n", file, strerror(errno),
+                errno == EFBIG ? " (prompt files are limited to 1 GiB)" : "");
         return TERN_EXIT_FAIL;
     }
     tern_model *model = NULL;

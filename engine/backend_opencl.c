@@ -1,0 +1,560 @@
+/*
+ * The OpenCL backend: the backend interface (engine/backend.h) on top of kernels/opencl/.
+ *
+ * Weights are uploaded once as they are in the file; activations are f32 device buffers; the
+ * FP16 KV cache is one K and one V buffer per layer (a single buffer could pass the device's
+ * allocation limit). Every op only enqueues on one in-order queue, so a token runs without a
+ * host round trip until `read` brings the logits back. Launches are fused where the forward
+ * pass's order allows (see `held` below). RoPE angles come from a table of
+ * (cos, sin) per position computed on the host in double, exactly as the CPU backend does,
+ * filled 256 positions at a time as the context grows.
+ *
+ * Creation runs a self-test: a small Q4_K product, one token and a batch, compared with the CPU
+ * reference kernels; a device that fails it is not used.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "kernels/kernels.h"
+#include "kernels/opencl/opencl.h"
+#include "quant/quant.h"
+
+struct tern_buf {
+    cl_mem mem;
+    int64_t n;
+};
+
+struct tern_weight {
+    tern_cl_matrix *m;
+    const float *host; /* the mapped F32 data of 1-D weights (rope frequency factors) */
+    int64_t k;
+};
+
+#define ROPE_CHUNK 256
+#define MAX_ROPE_TABLES 4
+
+/* (cos, sin) of every rotated pair at every position for one set of rope parameters. */
+typedef struct rope_table {
+    float base, freq_scale;
+    const tern_weight *factors;
+    int64_t n_rot;
+    float *host; /* [n_ctx][n_rot] */
+    cl_mem mem;
+    int64_t filled; /* positions computed and uploaded */
+} rope_table;
+
+typedef struct ocl_backend {
+    tern_backend base;
+    tern_cl *cl;
+    tern_kv_shape kv;
+    cl_mem *k_cache, *v_cache; /* per layer */
+    rope_table rope[MAX_ROPE_TABLES];
+    int n_rope;
+    /* Fusion of launches, held back until the next op shows whether it can join:
+     *  - a residual add: the forward pass follows it with an rmsnorm of its sum, and the two
+     *    run as one add_rmsnorm;
+     *  - one-token products over the same x (q, k, v; gate, up): up to three of one type run
+     *    as one matvec3.
+     * Any other op launches what is held first (flush). */
+    struct {
+        enum { HELD_NONE, HELD_ADD, HELD_MATVEC } kind;
+        const tern_buf *x;
+        tern_buf *y[3];
+        const tern_cl_matrix *w[3];
+        int n_w;
+        int64_t n; /* floats of the add */
+    } held;
+    /* checks of the backend itself: TERN_ERR_BACKEND for what the device cannot do (auto then
+     * falls back to the CPU), the caller's errors (ranges) as such; OpenCL's failures are in cl */
+    tern_status failed;
+    char failure[TERN_ERROR_MESSAGE_MAX];
+} ocl_backend;
+
+static ocl_backend *ocl(tern_backend *be) {
+    return (ocl_backend *)be;
+}
+
+static void fail(ocl_backend *b, tern_status st, const char *msg) {
+    if (b->failed == TERN_OK) {
+        b->failed = st;
+        snprintf(b->failure, sizeof b->failure, "%s", msg);
+    }
+}
+
+/* Launches what is held, if anything. Every op starts with this, unless it joins the held work. */
+static void flush(ocl_backend *b) {
+    if (b->held.kind == HELD_ADD) {
+        tern_cl_add(b->cl, b->held.x->mem, b->held.n, b->held.y[0]->mem);
+    } else if (b->held.kind == HELD_MATVEC) {
+        cl_mem y[3];
+        for (int i = 0; i < b->held.n_w; i++)
+            y[i] = b->held.y[i]->mem;
+        tern_cl_matmul_shared(b->cl, b->held.w, b->held.n_w, b->held.x->mem, y);
+    }
+    b->held.kind = HELD_NONE;
+}
+
+/* ---- weights, buffers, KV cache ---- */
+
+static tern_status ocl_weight_create(tern_backend *be, const tern_gguf_tensor *t, tern_weight **out,
+                                     tern_error *err) {
+    const int64_t k = t->ne[0], rows = t->n_elements / t->ne[0];
+    if (t->n_dims > 1 && k % 32 != 0)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "no OpenCL kernel for rows of %lld elements ('%s')",
+                              (long long)k, t->name);
+    tern_weight *w = calloc(1, sizeof *w);
+    if (!w)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    w->k = k;
+    w->host = t->type == TERN_TYPE_F32 ? (const float *)t->data : NULL;
+    tern_error inner = {0};
+    tern_status st = tern_cl_matrix_upload(ocl(be)->cl, t->type, k, rows, t->data, &w->m, &inner);
+    if (st != TERN_OK) {
+        free(w);
+        return tern_error_set(err, st, "'%s': %s", t->name, inner.message);
+    }
+    *out = w;
+    return TERN_OK;
+}
+
+static void ocl_weight_free(tern_backend *be, tern_weight *w) {
+    flush(ocl(be)); /* held work may use it */
+    if (w)
+        tern_cl_matrix_free(ocl(be)->cl, w->m);
+    free(w);
+}
+
+static tern_status ocl_buf_create(tern_backend *be, int64_t n_floats, tern_buf **out, tern_error *err) {
+    if (n_floats <= 0 || n_floats > INT32_MAX)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "an activation buffer of %lld floats is too large for OpenCL",
+                              (long long)n_floats);
+    tern_buf *b = calloc(1, sizeof *b);
+    if (!b)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    tern_status st = tern_cl_alloc(ocl(be)->cl, (size_t)n_floats * sizeof(float), NULL, &b->mem, err);
+    if (st != TERN_OK) {
+        free(b);
+        return st;
+    }
+    b->n = n_floats;
+    *out = b;
+    return TERN_OK;
+}
+
+static void ocl_buf_free(tern_backend *be, tern_buf *b) {
+    flush(ocl(be)); /* held work may use it */
+    if (b)
+        tern_cl_release(ocl(be)->cl, b->mem, (size_t)b->n * sizeof(float));
+    free(b);
+}
+
+static void free_kv(ocl_backend *b) {
+    for (int64_t l = 0; l < b->kv.n_layer; l++) {
+        if (b->k_cache)
+            tern_cl_release(b->cl, b->k_cache[l], (size_t)(b->kv.n_ctx * b->kv.k_width) * 2);
+        if (b->v_cache)
+            tern_cl_release(b->cl, b->v_cache[l], (size_t)(b->kv.n_ctx * b->kv.v_width) * 2);
+    }
+    free(b->k_cache);
+    free(b->v_cache);
+    b->k_cache = b->v_cache = NULL;
+    b->kv.n_layer = 0;
+}
+
+static void free_rope_tables(ocl_backend *b) {
+    for (int i = 0; i < b->n_rope; i++) {
+        tern_cl_release(b->cl, b->rope[i].mem, (size_t)(b->kv.n_ctx * b->rope[i].n_rot) * sizeof(float));
+        free(b->rope[i].host);
+    }
+    b->n_rope = 0;
+}
+
+static tern_status ocl_kv_create(tern_backend *be, const tern_kv_shape *s, tern_error *err) {
+    ocl_backend *b = ocl(be);
+    free_rope_tables(b); /* sized by n_ctx */
+    free_kv(b);
+    if (s->n_ctx > INT32_MAX / (s->k_width > s->v_width ? s->k_width : s->v_width))
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "a KV cache layer of %lld positions is too large for OpenCL",
+                              (long long)s->n_ctx);
+    b->k_cache = calloc((size_t)s->n_layer, sizeof(cl_mem));
+    b->v_cache = calloc((size_t)s->n_layer, sizeof(cl_mem));
+    if (!b->k_cache || !b->v_cache)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    b->kv = *s;
+    for (int64_t l = 0; l < s->n_layer; l++) {
+        tern_error inner = {0};
+        tern_status st =
+            tern_cl_alloc(b->cl, (size_t)(s->n_ctx * s->k_width) * 2, NULL, &b->k_cache[l], &inner);
+        if (st == TERN_OK)
+            st = tern_cl_alloc(b->cl, (size_t)(s->n_ctx * s->v_width) * 2, NULL, &b->v_cache[l], &inner);
+        if (st != TERN_OK) {
+            free_kv(b);
+            return tern_error_set(err, st, "the KV cache (layer %lld): %s", (long long)l, inner.message);
+        }
+    }
+    return TERN_OK;
+}
+
+/* ---- ops ---- */
+
+static void ocl_get_rows(tern_backend *be, const tern_weight *emb, const int32_t *tokens, int64_t n,
+                         float scale, tern_buf *out) {
+    ocl_backend *b = ocl(be);
+    flush(b);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= emb->m->n_rows) {
+            fail(b, TERN_ERR_INVALID_ARG, "token id out of range of the embedding table");
+            return;
+        }
+    tern_cl_get_rows(b->cl, emb->m, tokens, n, scale, out->mem);
+}
+
+static void ocl_matmul(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m, tern_buf *y) {
+    ocl_backend *b = ocl(be);
+    if (m == 1 && b->held.kind == HELD_MATVEC && b->held.x == x && b->held.n_w < 3 &&
+        tern_cl_matmul_can_share(b->held.w[0], w->m)) {
+        bool distinct = true; /* outputs written by one launch must not overlap */
+        for (int i = 0; i < b->held.n_w; i++)
+            distinct = distinct && b->held.y[i] != y;
+        if (distinct) {
+            b->held.w[b->held.n_w] = w->m;
+            b->held.y[b->held.n_w++] = y;
+            return;
+        }
+    }
+    flush(b);
+    if (m == 1 && tern_cl_matmul_can_share(w->m, w->m)) {
+        b->held.kind = HELD_MATVEC;
+        b->held.x = x;
+        b->held.w[0] = w->m;
+        b->held.y[0] = y;
+        b->held.n_w = 1;
+        return;
+    }
+    tern_cl_matmul(b->cl, w->m, x->mem, m, y->mem);
+}
+
+static void ocl_add_bias(tern_backend *be, const tern_weight *bias, int64_t m, tern_buf *y) {
+    flush(ocl(be));
+    tern_cl_add_bias(ocl(be)->cl, bias->m->parts[0].mem, bias->k, m, y->mem);
+}
+
+static void ocl_rmsnorm(tern_backend *be, const tern_buf *x, const tern_weight *w, int64_t n_rows, float eps,
+                        tern_buf *y) {
+    ocl_backend *b = ocl(be);
+    if (b->held.kind == HELD_ADD && b->held.y[0] == x && b->held.n == n_rows * w->k) {
+        tern_cl_add_rmsnorm(b->cl, b->held.x->mem, x->mem, w->m->parts[0].mem, w->k, n_rows, eps, y->mem);
+        b->held.kind = HELD_NONE;
+        return;
+    }
+    flush(b);
+    tern_cl_rmsnorm(b->cl, x->mem, w->m->parts[0].mem, w->k, n_rows, eps, y->mem);
+}
+
+/* The table for p's parameters, computed up to position `need` (at least). */
+static rope_table *rope_table_for(ocl_backend *b, const tern_rope_params *p, int64_t need) {
+    rope_table *t = NULL;
+    for (int i = 0; i < b->n_rope && !t; i++)
+        if (b->rope[i].base == p->base && b->rope[i].freq_scale == p->freq_scale &&
+            b->rope[i].factors == p->freq_factors && b->rope[i].n_rot == p->n_rot)
+            t = &b->rope[i];
+    if (!t) {
+        if (b->n_rope == MAX_ROPE_TABLES) {
+            fail(b, TERN_ERR_BACKEND, "more rope parameter sets than the OpenCL backend keeps tables for");
+            return NULL;
+        }
+        t = &b->rope[b->n_rope];
+        memset(t, 0, sizeof *t);
+        t->base = p->base;
+        t->freq_scale = p->freq_scale;
+        t->factors = p->freq_factors;
+        t->n_rot = p->n_rot;
+        tern_error err = {0};
+        const size_t bytes = (size_t)(b->kv.n_ctx * p->n_rot) * sizeof(float);
+        if (!(t->host = malloc(bytes)) || tern_cl_alloc(b->cl, bytes, NULL, &t->mem, &err) != TERN_OK) {
+            free(t->host);
+            fail(b, TERN_ERR_BACKEND, "cannot allocate a rope table on the device");
+            return NULL;
+        }
+        b->n_rope++;
+    }
+    if (need > t->filled) {
+        int64_t end = (need + ROPE_CHUNK - 1) / ROPE_CHUNK * ROPE_CHUNK;
+        end = end < b->kv.n_ctx ? end : b->kv.n_ctx;
+        const float *factors = t->factors ? t->factors->host : NULL;
+        for (int64_t pos = t->filled; pos < end; pos++) {
+            const double scaled = (double)pos * t->freq_scale;
+            float *cs = t->host + pos * t->n_rot;
+            for (int64_t k = 0; k < t->n_rot / 2; k++) {
+                double theta = scaled * pow(t->base, -2.0 * (double)k / (double)t->n_rot);
+                if (factors)
+                    theta /= factors[k];
+                cs[2 * k] = (float)cos(theta);
+                cs[2 * k + 1] = (float)sin(theta);
+            }
+        }
+        tern_error err = {0};
+        const size_t row = (size_t)t->n_rot * sizeof(float);
+        if (tern_cl_write(b->cl, t->mem, (size_t)t->filled * row, (size_t)(end - t->filled) * row,
+                          t->host + t->filled * t->n_rot, &err) != TERN_OK)
+            return NULL; /* the failure stays in cl */
+        t->filled = end;
+    }
+    return t;
+}
+
+static void ocl_rope(tern_backend *be, tern_buf *x, const tern_rope_params *p) {
+    ocl_backend *b = ocl(be);
+    flush(b);
+    if (p->pos0 < 0 || p->pos0 + p->n_tokens > b->kv.n_ctx) {
+        fail(b, TERN_ERR_CONTEXT_FULL, "rope position out of range");
+        return;
+    }
+    if (p->freq_factors && !p->freq_factors->host) {
+        fail(b, TERN_ERR_BACKEND, "the OpenCL backend takes rope frequency factors in F32 only");
+        return;
+    }
+    rope_table *t = rope_table_for(b, p, p->pos0 + p->n_tokens);
+    if (t)
+        tern_cl_rope(b->cl, x->mem, p->n_tokens, p->n_head, p->head_dim, p->n_rot, p->neox, t->mem, p->pos0);
+}
+
+static void ocl_kv_store(tern_backend *be, int layer, const tern_buf *k, const tern_buf *v, int64_t pos0,
+                         int64_t n_tokens) {
+    ocl_backend *b = ocl(be);
+    flush(b);
+    if (pos0 < 0 || pos0 + n_tokens > b->kv.n_ctx || layer < 0 || layer >= b->kv.n_layer) {
+        fail(b, TERN_ERR_CONTEXT_FULL, "KV cache position out of range");
+        return;
+    }
+    tern_cl_kv_store(b->cl, k->mem, v->mem, b->k_cache[layer], b->v_cache[layer], pos0, n_tokens,
+                     b->kv.k_width, b->kv.v_width);
+}
+
+static void ocl_attention(tern_backend *be, const tern_buf *q, const tern_attn_params *p, tern_buf *out) {
+    ocl_backend *b = ocl(be);
+    flush(b);
+    if (p->pos0 + p->n_tokens > b->kv.n_ctx || p->layer < 0 || p->layer >= b->kv.n_layer) {
+        fail(b, TERN_ERR_CONTEXT_FULL, "attention past the end of the KV cache");
+        return;
+    }
+    if (p->head_dim_k > tern_cl_max_head_dim(b->cl) || p->head_dim_v > tern_cl_max_head_dim(b->cl)) {
+        /* a backend failure, so that auto falls back to the CPU */
+        fail(b, TERN_ERR_BACKEND, "the OpenCL attention kernel takes heads of up to ATT_MAX_D elements");
+        return;
+    }
+    const tern_cl_attn_shape s = {p->pos0,       p->n_tokens,   p->n_head,     p->n_head_kv, p->head_dim_k,
+                                  p->head_dim_v, b->kv.k_width, b->kv.v_width, p->window,    p->scale};
+    tern_cl_attention(b->cl, q->mem, b->k_cache[p->layer], b->v_cache[p->layer], &s, out->mem);
+}
+
+static void ocl_glu(tern_backend *be, const tern_buf *gate, const tern_buf *up, int64_t n,
+                    tern_activation act, tern_buf *out) {
+    flush(ocl(be));
+    tern_cl_glu(ocl(be)->cl, gate->mem, up->mem, n, act == TERN_ACT_GELU, out->mem);
+}
+
+static void ocl_add(tern_backend *be, const tern_buf *x, int64_t n, tern_buf *y) {
+    ocl_backend *b = ocl(be);
+    flush(b);
+    b->held.kind = HELD_ADD;
+    b->held.x = x;
+    b->held.y[0] = y;
+    b->held.n = n;
+}
+
+static void ocl_copy_row(tern_backend *be, const tern_buf *src, int64_t row, int64_t width, tern_buf *dst) {
+    flush(ocl(be));
+    const size_t bytes = (size_t)width * sizeof(float);
+    tern_cl_copy(ocl(be)->cl, src->mem, (size_t)row * bytes, dst->mem, 0, bytes);
+}
+
+static tern_status ocl_finish(tern_backend *be, tern_error *err) {
+    ocl_backend *b = ocl(be);
+    flush(b);
+    if (b->failed != TERN_OK) {
+        tern_status st = b->failed;
+        tern_error_set(err, st, "%s", b->failure);
+        b->failed = TERN_OK;
+        tern_cl_finish(b->cl, NULL);
+        return st;
+    }
+    return tern_cl_finish(b->cl, err);
+}
+
+static tern_status ocl_read(tern_backend *be, const tern_buf *buf, int64_t offset, int64_t n, float *host,
+                            tern_error *err) {
+    flush(ocl(be));
+    if (offset < 0 || n < 0 || offset + n > buf->n) {
+        ocl_finish(be, NULL);
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "read outside the buffer");
+    }
+    if (ocl(be)->failed != TERN_OK)
+        return ocl_finish(be, err);
+    return tern_cl_read(ocl(be)->cl, buf->mem, (size_t)offset * sizeof(float), (size_t)n * sizeof(float),
+                        host, err);
+}
+
+static uint64_t ocl_memory_used(const tern_backend *be) {
+    return tern_cl_memory_used(((const ocl_backend *)be)->cl);
+}
+
+static void ocl_destroy(tern_backend *be) {
+    ocl_backend *b = ocl(be);
+    if (!b)
+        return;
+    free_rope_tables(b);
+    free_kv(b);
+    tern_cl_free(b->cl);
+    free(b);
+}
+
+static const tern_backend_ops ocl_ops = {
+    .name = "opencl",
+    .destroy = ocl_destroy,
+    .weight_create = ocl_weight_create,
+    .weight_free = ocl_weight_free,
+    .buf_create = ocl_buf_create,
+    .buf_free = ocl_buf_free,
+    .kv_create = ocl_kv_create,
+    .get_rows = ocl_get_rows,
+    .matmul = ocl_matmul,
+    .add_bias = ocl_add_bias,
+    .rmsnorm = ocl_rmsnorm,
+    .rope = ocl_rope,
+    .kv_store = ocl_kv_store,
+    .attention = ocl_attention,
+    .glu = ocl_glu,
+    .add = ocl_add,
+    .copy_row = ocl_copy_row,
+    .finish = ocl_finish,
+    .read = ocl_read,
+    .memory_used = ocl_memory_used,
+};
+
+/* ---- the self-test and creation ---- */
+
+/* Uniform in [-1, 1) from a xorshift state: fixed data, the same on every run. */
+static float next_random(uint32_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return (float)(*s >> 8) / 8388608.0f - 1.0f;
+}
+
+/* A Q4_K product of N rows x K against one token and against a batch (the prefill path), compared
+ * with the CPU reference kernels. Those quantize the activations to 8 bits, which moves results
+ * by about 0.5%; a broken kernel (a wrong scale, a wrong nibble) moves them by tens of percent. */
+static tern_status self_test(ocl_backend *b, tern_error *err) {
+    enum { K = 512, N = 67, M = 17 };
+    const size_t row_bytes = tern_type_row_bytes(TERN_TYPE_Q4_K, K);
+    const size_t act_stride = tern_dot_row_bytes(TERN_TYPE_Q4_K, K);
+    float *wf = malloc(sizeof(float) * (N * K + M * K + 2 * M * N));
+    uint8_t *wq = malloc(row_bytes * N + act_stride * M);
+    tern_status st = TERN_OK;
+    tern_cl_matrix *w = NULL;
+    cl_mem x = NULL, y = NULL;
+    if (!wf || !wq) {
+        st = tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    float *xf = wf + N * K, *ref = xf + M * K, *got = ref + M * N;
+    uint8_t *act = wq + row_bytes * N;
+    uint32_t seed = 0x9E3779B9u;
+    for (int i = 0; i < N * K + M * K; i++)
+        wf[i] = next_random(&seed);
+    const tern_quant_type *q4k = tern_quant_type_get(TERN_TYPE_Q4_K);
+    tern_cpu_kernels ref_kernels;
+    tern_cpu_kernels_ref(&ref_kernels);
+    for (int r = 0; r < N; r++)
+        q4k->quantize(wf + r * K, wq + (size_t)r * row_bytes, K);
+    for (int i = 0; i < M; i++)
+        ref_kernels.quantize_act[TERN_TYPE_Q8_K](xf + i * K, act + (size_t)i * act_stride, K);
+    ref_kernels.gemm[TERN_TYPE_Q4_K](K, wq, row_bytes, N, act, act_stride, M, ref, N);
+
+    if ((st = tern_cl_matrix_upload(b->cl, TERN_TYPE_Q4_K, K, N, wq, &w, err)) != TERN_OK ||
+        (st = tern_cl_alloc(b->cl, sizeof(float) * M * K, xf, &x, err)) != TERN_OK ||
+        (st = tern_cl_alloc(b->cl, sizeof(float) * M * N, NULL, &y, err)) != TERN_OK)
+        goto done;
+    const int64_t batches[2] = {1, M};
+    for (int t = 0; t < 2; t++) {
+        tern_cl_matmul(b->cl, w, x, batches[t], y);
+        if ((st = tern_cl_read(b->cl, y, 0, sizeof(float) * (size_t)(batches[t] * N), got, err)) != TERN_OK)
+            goto done;
+        double diff = 0, norm = 0;
+        for (int i = 0; i < batches[t] * N; i++) {
+            diff += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+            norm += (double)ref[i] * ref[i];
+        }
+        const double rel = sqrt(diff / norm);
+        if (!(rel <= 0.02)) {
+            st = tern_error_set(
+                err, TERN_ERR_BACKEND,
+                "%s failed the self-test: a Q4_K product of %lld token%s is off by %.3g (RMS, "
+                "relative to the CPU reference; 0.02 allowed)",
+                tern_cl_device(b->cl)->name, (long long)batches[t], batches[t] == 1 ? "" : "s", rel);
+            goto done;
+        }
+    }
+done:
+    tern_cl_release(b->cl, x, sizeof(float) * M * K);
+    tern_cl_release(b->cl, y, sizeof(float) * M * N);
+    tern_cl_matrix_free(b->cl, w);
+    free(wf);
+    free(wq);
+    return st;
+}
+
+static tern_status create_on(int device, tern_backend **out, tern_error *err) {
+    ocl_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    b->base.ops = &ocl_ops;
+    tern_status st = tern_cl_create(device, &b->cl, err);
+    if (st == TERN_OK)
+        st = self_test(b, err);
+    if (st != TERN_OK) {
+        ocl_destroy(&b->base);
+        return st;
+    }
+    snprintf(b->base.description, sizeof b->base.description, "opencl (%s)", tern_cl_device(b->cl)->name);
+    *out = &b->base;
+    return TERN_OK;
+}
+
+tern_status tern_backend_opencl_create(int device, bool gpu_only, tern_backend **out, tern_error *err) {
+    *out = NULL;
+    if (device >= 0)
+        return create_on(device, out, err);
+    tern_cl_device_info list[TERN_CL_MAX_DEVICES];
+    int n = 0;
+    tern_status st = tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, err);
+    if (st != TERN_OK)
+        return st;
+    /* The first device that qualifies and passes; otherwise the reason of the first failure,
+     * or the list of devices that did not qualify. */
+    char skipped[256] = "";
+    size_t used = 0;
+    tern_error first = {0};
+    for (int i = 0; i < n; i++) {
+        if (!list[i].available || (gpu_only && !list[i].is_gpu)) {
+            if (used < sizeof skipped)
+                used += (size_t)snprintf(skipped + used, sizeof skipped - used, "%s%s: %s", used ? "; " : "",
+                                         list[i].name, !list[i].available ? "unusable" : "not a GPU");
+            continue;
+        }
+        tern_error e = {0};
+        if ((st = create_on(i, out, &e)) == TERN_OK)
+            return TERN_OK;
+        if (first.status == TERN_OK)
+            first = e;
+    }
+    if (first.status != TERN_OK)
+        return tern_error_set(err, first.status, "%s", first.message);
+    return tern_error_set(err, TERN_ERR_BACKEND, "no OpenCL GPU (%s)", skipped);
+}

@@ -1,0 +1,339 @@
+/*
+ * One device: context, in-order queue, program and kernels; buffers, transfers, the launch
+ * helper and the remembered first failure. CLBlast (libclblast.so.1) is loaded here too when the
+ * prefill path may use it.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/opencl/cl_internal.h"
+
+void tern_cl_fail(tern_cl *cl, const char *what, cl_int rc) {
+    if (cl->failed != TERN_OK)
+        return;
+    cl->failed = TERN_ERR_BACKEND;
+    snprintf(cl->failure, sizeof cl->failure, "OpenCL on %s: %s: %s", cl->info.name, what,
+             tern_cl_status_name(rc));
+}
+
+void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args, const tern_cl_arg *args,
+                    cl_uint dims, const size_t *global, const size_t *local, uint64_t bytes) {
+    if (cl->failed)
+        return;
+    if (cl->fail_after > 0 && --cl->fail_after == 0) {
+        tern_cl_fail(cl, "a failure injected by TERN_OPENCL_FAIL_AFTER", CL_OUT_OF_RESOURCES);
+        return;
+    }
+    for (int i = 0; i < n_args; i++) {
+        cl_int rc = cl->api.SetKernelArg(kernel, (cl_uint)i, args[i].size, args[i].value);
+        if (rc != CL_SUCCESS) {
+            char what[96];
+            snprintf(what, sizeof what, "%s argument %d", name, i);
+            tern_cl_fail(cl, what, rc);
+            return;
+        }
+    }
+    size_t rounded[3];
+    for (cl_uint d = 0; d < dims; d++) {
+        if (global[d] == 0)
+            return; /* nothing to do */
+        rounded[d] = (global[d] + local[d] - 1) / local[d] * local[d];
+    }
+    cl_int rc = cl->api.EnqueueNDRangeKernel(cl->queue, kernel, dims, NULL, rounded, local, 0, NULL,
+                                             tern_cl_profile_slot(cl));
+    if (rc != CL_SUCCESS)
+        tern_cl_fail(cl, name, rc);
+    else
+        tern_cl_profile_add(cl, name, bytes);
+}
+
+const tern_cl_device_info *tern_cl_device(const tern_cl *cl) {
+    return &cl->info;
+}
+
+const char *tern_cl_program_origin(const tern_cl *cl) {
+    return cl->origin;
+}
+
+const char *tern_cl_gemm_name(const tern_cl *cl) {
+    return cl->gemm == TERN_CL_GEMM_CLBLAST ? "clblast" : "tiled";
+}
+
+uint64_t tern_cl_memory_used(const tern_cl *cl) {
+    return cl->bytes;
+}
+
+int64_t tern_cl_max_head_dim(const tern_cl *cl) {
+    return cl->tune.att_max_d;
+}
+
+tern_status tern_cl_finish(tern_cl *cl, tern_error *err) {
+    if (!cl->failed) {
+        cl_int rc = cl->api.Finish(cl->queue);
+        if (rc != CL_SUCCESS)
+            tern_cl_fail(cl, "clFinish (a kernel failed or the device was lost)", rc);
+        else
+            tern_cl_profile_collect(cl);
+    }
+    tern_status st = cl->failed;
+    if (st != TERN_OK) {
+        tern_error_set(err, st, "%s", cl->failure);
+        cl->failed = TERN_OK;
+    }
+    return st;
+}
+
+/* ---- buffers ---- */
+
+tern_status tern_cl_alloc(tern_cl *cl, size_t bytes, const void *host, cl_mem *out, tern_error *err) {
+    *out = NULL;
+    if (bytes == 0 || bytes > cl->info.max_alloc)
+        return tern_error_set(err, TERN_ERR_NOMEM,
+                              "a buffer of %zu bytes is over %s's allocation limit (%llu)", bytes,
+                              cl->info.name, (unsigned long long)cl->info.max_alloc);
+    cl_int rc;
+    const cl_mem_flags flags = CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0);
+    cl_mem m = cl->api.CreateBuffer(cl->context, flags, bytes, (void *)host, &rc);
+    if (!m || rc != CL_SUCCESS)
+        return tern_error_set(err, TERN_ERR_BACKEND, "cannot allocate %zu bytes on %s: %s", bytes,
+                              cl->info.name, tern_cl_status_name(rc));
+    cl->bytes += bytes;
+    *out = m;
+    return TERN_OK;
+}
+
+void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes) {
+    if (!mem)
+        return;
+    cl->api.ReleaseMemObject(mem);
+    cl->bytes -= bytes <= cl->bytes ? bytes : cl->bytes;
+}
+
+tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, void *host, tern_error *err) {
+    if (!cl->failed) {
+        cl_int rc = cl->api.EnqueueReadBuffer(cl->queue, mem, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
+        if (rc != CL_SUCCESS)
+            tern_cl_fail(cl, "reading a buffer back", rc);
+    }
+    return tern_cl_finish(cl, err);
+}
+
+tern_status tern_cl_write(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, const void *host,
+                          tern_error *err) {
+    if (!cl->failed) {
+        cl_int rc = cl->api.EnqueueWriteBuffer(cl->queue, mem, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
+        if (rc != CL_SUCCESS)
+            tern_cl_fail(cl, "writing a buffer", rc);
+    }
+    tern_status st = cl->failed;
+    if (st != TERN_OK)
+        tern_error_set(err, st, "%s", cl->failure);
+    return st;
+}
+
+void tern_cl_copy(tern_cl *cl, cl_mem src, size_t src_offset, cl_mem dst, size_t dst_offset, size_t bytes) {
+    if (cl->failed || bytes == 0)
+        return;
+    cl_int rc = cl->api.EnqueueCopyBuffer(cl->queue, src, dst, src_offset, dst_offset, bytes, 0, NULL, NULL);
+    if (rc != CL_SUCCESS)
+        tern_cl_fail(cl, "copying a buffer", rc);
+}
+
+/* ---- creation ---- */
+
+static const uint32_t weight_types[] = {TERN_TYPE_F32,  TERN_TYPE_F16,  TERN_TYPE_BF16, TERN_TYPE_Q4_0,
+                                        TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_Q5_1, TERN_TYPE_Q8_0,
+                                        TERN_TYPE_Q4_K, TERN_TYPE_Q5_K, TERN_TYPE_Q6_K};
+
+const char *tern_cl_type_suffix(uint32_t type) {
+    static const char *const suffixes[TERN_TYPE_COUNT] = {
+        [TERN_TYPE_F32] = "f32",   [TERN_TYPE_F16] = "f16",   [TERN_TYPE_BF16] = "bf16",
+        [TERN_TYPE_Q4_0] = "q4_0", [TERN_TYPE_Q4_1] = "q4_1", [TERN_TYPE_Q5_0] = "q5_0",
+        [TERN_TYPE_Q5_1] = "q5_1", [TERN_TYPE_Q8_0] = "q8_0", [TERN_TYPE_Q4_K] = "q4_k",
+        [TERN_TYPE_Q5_K] = "q5_k", [TERN_TYPE_Q6_K] = "q6_k",
+    };
+    return type < TERN_TYPE_COUNT ? suffixes[type] : NULL;
+}
+
+bool tern_cl_type_supported(uint32_t type) {
+    return tern_cl_type_suffix(type) != NULL;
+}
+
+/* Creates kernel `name`; local > 0 is the work-group size it is launched with, which the
+ * compiled kernel must allow (a kernel using many registers may allow less than the device). */
+static tern_status make_kernel(tern_cl *cl, const char *name, size_t local, cl_kernel *out, tern_error *err) {
+    cl_int rc;
+    *out = cl->api.CreateKernel(cl->program, name, &rc);
+    if (!*out || rc != CL_SUCCESS)
+        return tern_error_set(err, TERN_ERR_BACKEND, "kernel %s: %s", name, tern_cl_status_name(rc));
+    size_t allowed = 0;
+    if (local &&
+        cl->api.GetKernelWorkGroupInfo(*out, cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof allowed, &allowed,
+                                       NULL) == CL_SUCCESS &&
+        allowed < local)
+        return tern_error_set(
+            err, TERN_ERR_UNSUPPORTED,
+            "kernel %s runs in work-groups of %zu on %s, which allows %zu for it (lower it with "
+            "TERN_OPENCL_OPTIONS)",
+            name, local, cl->info.name, allowed);
+    return TERN_OK;
+}
+
+static tern_status make_kernels(tern_cl *cl, tern_error *err) {
+    const tern_cl_tunables *t = &cl->tune;
+    const size_t mm_threads = (size_t)((t->mm_tn / t->mm_wn) * (t->mm_tm / t->mm_wm));
+    tern_status st = TERN_OK;
+    for (size_t i = 0; i < sizeof weight_types / sizeof weight_types[0] && st == TERN_OK; i++) {
+        const uint32_t type = weight_types[i];
+        const char *families[4] = {"matvec", "matmul", "dequant", "matvec3"};
+        cl_kernel *kernels[4] = {&cl->matvec[type], &cl->matmul[type], &cl->dequant[type],
+                                 &cl->matvec3[type]};
+        const size_t locals[4] = {(size_t)t->mv_wgs, mm_threads, (size_t)t->ew_wgs, (size_t)t->mv_wgs};
+        for (int f = 0; f < 4 && st == TERN_OK; f++) {
+            snprintf(cl->names[f][type], sizeof cl->names[f][type], "%s_%s", families[f],
+                     tern_cl_type_suffix(type));
+            st = make_kernel(cl, cl->names[f][type], locals[f], kernels[f], err);
+        }
+    }
+    struct {
+        const char *name;
+        size_t local;
+        cl_kernel *out;
+    } ops[] = {
+        {"rmsnorm", (size_t)t->norm_wgs, &cl->rmsnorm},
+        {"add_rmsnorm", (size_t)t->norm_wgs, &cl->add_rmsnorm},
+        {"rope", (size_t)t->ew_wgs, &cl->rope},
+        {"glu", (size_t)t->ew_wgs, &cl->glu},
+        {"add", (size_t)t->ew_wgs, &cl->add},
+        {"add_bias", (size_t)t->ew_wgs, &cl->add_bias},
+        {"kv_store", (size_t)t->ew_wgs, &cl->kv_store},
+        {"attention", (size_t)t->att_wgs, &cl->attention},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0] && st == TERN_OK; i++)
+        st = make_kernel(cl, ops[i].name, ops[i].local, ops[i].out, err);
+    return st;
+}
+
+tern_status tern_cl_set_gemm(tern_cl *cl, tern_cl_gemm_path path, int64_t min_m, tern_error *err) {
+    if (min_m < 2)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "the GEMM path starts at 2 tokens or more, not %lld",
+                              (long long)min_m);
+    if (path != TERN_CL_GEMM_TILED && !cl->sgemm) {
+        /* CLBlast links the same ICD loader; it stays loaded like the runtime itself. */
+        void *lib = dlopen("libclblast.so.1", RTLD_NOW | RTLD_LOCAL);
+        void *sym = lib ? dlsym(lib, "CLBlastSgemm") : NULL;
+        if (sym)
+            memcpy(&cl->sgemm, &sym, sizeof cl->sgemm);
+    }
+    if (path == TERN_CL_GEMM_CLBLAST && !cl->sgemm)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "CLBlast is not available (libclblast.so.1 not found)");
+    if (path == TERN_CL_GEMM_AUTO) /* CLBlast is tuned for GPUs; on a CPU device ours is no worse */
+        path = cl->sgemm && cl->info.is_gpu ? TERN_CL_GEMM_CLBLAST : TERN_CL_GEMM_TILED;
+    cl->gemm = path;
+    cl->gemm_min_m = min_m;
+    return TERN_OK;
+}
+
+/* TERN_OPENCL_GEMM and TERN_OPENCL_GEMM_MIN_M. */
+static tern_status gemm_from_env(tern_cl *cl, tern_error *err) {
+    const char *path = getenv("TERN_OPENCL_GEMM"), *min = getenv("TERN_OPENCL_GEMM_MIN_M");
+    tern_cl_gemm_path p = TERN_CL_GEMM_AUTO;
+    if (path && !strcmp(path, "tiled"))
+        p = TERN_CL_GEMM_TILED;
+    else if (path && !strcmp(path, "clblast"))
+        p = TERN_CL_GEMM_CLBLAST;
+    else if (path && path[0] && strcmp(path, "auto"))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "TERN_OPENCL_GEMM is tiled, clblast or auto, not '%s'", path);
+    long m = min && min[0] ? strtol(min, NULL, 10) : 8;
+    return tern_cl_set_gemm(cl, p, m, err);
+}
+
+tern_status tern_cl_create(int index, tern_cl **out, tern_error *err) {
+    *out = NULL;
+    tern_cl *cl = calloc(1, sizeof *cl);
+    if (!cl)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    cl_platform_id platform;
+    tern_status st = tern_cl_api_load(&cl->api, err);
+    if (st == TERN_OK)
+        st = tern_cl_find_device(&cl->api, index, &platform, &cl->device, &cl->info, err);
+    if (st != TERN_OK)
+        goto fail;
+    if (!cl->info.available) {
+        st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                            "%s is not usable (unavailable, no compiler, big-endian or below OpenCL 1.2: %s)",
+                            cl->info.name, cl->info.version);
+        goto fail;
+    }
+    cl->split_bytes = cl->info.max_alloc;
+    const char *split = getenv("TERN_OPENCL_SPLIT");
+    if (split && strtoull(split, NULL, 10) > 0 && strtoull(split, NULL, 10) < cl->split_bytes)
+        cl->split_bytes = strtoull(split, NULL, 10);
+
+    const char *fail_after = getenv("TERN_OPENCL_FAIL_AFTER"), *profile = getenv("TERN_OPENCL_PROFILE");
+    cl->fail_after = fail_after ? strtol(fail_after, NULL, 10) : 0;
+    const bool profiling = profile && !strcmp(profile, "1");
+
+    cl_int rc;
+    const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
+    cl->context = cl->api.CreateContext(props, 1, &cl->device, NULL, NULL, &rc);
+    if (!cl->context || rc != CL_SUCCESS) {
+        st = tern_error_set(err, TERN_ERR_BACKEND, "clCreateContext on %s: %s", cl->info.name,
+                            tern_cl_status_name(rc));
+        goto fail;
+    }
+    cl->queue =
+        cl->api.CreateCommandQueue(cl->context, cl->device, profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &rc);
+    if (!cl->queue || rc != CL_SUCCESS) {
+        st = tern_error_set(err, TERN_ERR_BACKEND, "clCreateCommandQueue on %s: %s", cl->info.name,
+                            tern_cl_status_name(rc));
+        goto fail;
+    }
+    /* ids: the row ids of get_rows batches, grown on first use of a larger batch; it always
+     * exists because every dequant launch passes it, used or not */
+    if ((st = tern_cl_build_program(cl, err)) != TERN_OK || (st = make_kernels(cl, err)) != TERN_OK ||
+        (st = gemm_from_env(cl, err)) != TERN_OK ||
+        (st = tern_cl_alloc(cl, 1024, NULL, &cl->ids, err)) != TERN_OK)
+        goto fail;
+    if (profiling && !(cl->profile = calloc(1, sizeof *cl->profile))) {
+        st = tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    cl->ids_bytes = 1024;
+    *out = cl;
+    return TERN_OK;
+fail:
+    tern_cl_free(cl);
+    return st;
+}
+
+void tern_cl_free(tern_cl *cl) {
+    if (!cl)
+        return;
+    if (cl->queue && cl->api.Finish(cl->queue) == CL_SUCCESS)
+        tern_cl_profile_collect(cl);
+    tern_cl_profile_print_free(cl);
+    cl_kernel *typed[] = {cl->matvec, cl->matmul, cl->dequant, cl->matvec3};
+    for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++)
+        for (int t = 0; t < TERN_TYPE_COUNT; t++)
+            if (typed[i][t])
+                cl->api.ReleaseKernel(typed[i][t]);
+    cl_kernel ops[] = {cl->rmsnorm, cl->add_rmsnorm, cl->rope,     cl->glu,
+                       cl->add,     cl->add_bias,    cl->kv_store, cl->attention};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (ops[i])
+            cl->api.ReleaseKernel(ops[i]);
+    tern_cl_release(cl, cl->tile, cl->tile_bytes);
+    tern_cl_release(cl, cl->ids, cl->ids_bytes);
+    if (cl->program)
+        cl->api.ReleaseProgram(cl->program);
+    if (cl->queue)
+        cl->api.ReleaseCommandQueue(cl->queue);
+    if (cl->context)
+        cl->api.ReleaseContext(cl->context);
+    free(cl);
+}

@@ -1,0 +1,157 @@
+/*
+ * Private to kernels/opencl/: the OpenCL entry points loaded with dlopen, the tern_cl handle and
+ * helpers the op files share. Nothing here is part of the module interface (opencl.h).
+ */
+#ifndef TERN_KERNELS_OPENCL_CL_INTERNAL_H
+#define TERN_KERNELS_OPENCL_CL_INTERNAL_H
+
+#include "gguf/error.h"
+#include "kernels/opencl/opencl.h"
+
+/* The OpenCL 1.2 entry points tern calls, resolved from the ICD loader. */
+typedef struct tern_cl_api {
+    cl_int (*GetPlatformIDs)(cl_uint, cl_platform_id *, cl_uint *);
+    cl_int (*GetPlatformInfo)(cl_platform_id, cl_platform_info, size_t, void *, size_t *);
+    cl_int (*GetDeviceIDs)(cl_platform_id, cl_device_type, cl_uint, cl_device_id *, cl_uint *);
+    cl_int (*GetDeviceInfo)(cl_device_id, cl_device_info, size_t, void *, size_t *);
+    cl_context (*CreateContext)(const cl_context_properties *, cl_uint, const cl_device_id *,
+                                void (*)(const char *, const void *, size_t, void *), void *, cl_int *);
+    cl_int (*ReleaseContext)(cl_context);
+    cl_command_queue (*CreateCommandQueue)(cl_context, cl_device_id, cl_command_queue_properties, cl_int *);
+    cl_int (*ReleaseCommandQueue)(cl_command_queue);
+    cl_program (*CreateProgramWithSource)(cl_context, cl_uint, const char **, const size_t *, cl_int *);
+    cl_program (*CreateProgramWithBinary)(cl_context, cl_uint, const cl_device_id *, const size_t *,
+                                          const unsigned char **, cl_int *, cl_int *);
+    cl_int (*BuildProgram)(cl_program, cl_uint, const cl_device_id *, const char *,
+                           void (*)(cl_program, void *), void *);
+    cl_int (*GetProgramInfo)(cl_program, cl_program_info, size_t, void *, size_t *);
+    cl_int (*GetProgramBuildInfo)(cl_program, cl_device_id, cl_program_build_info, size_t, void *, size_t *);
+    cl_int (*ReleaseProgram)(cl_program);
+    cl_kernel (*CreateKernel)(cl_program, const char *, cl_int *);
+    cl_int (*ReleaseKernel)(cl_kernel);
+    cl_int (*SetKernelArg)(cl_kernel, cl_uint, size_t, const void *);
+    cl_int (*GetKernelWorkGroupInfo)(cl_kernel, cl_device_id, cl_kernel_work_group_info, size_t, void *,
+                                     size_t *);
+    cl_mem (*CreateBuffer)(cl_context, cl_mem_flags, size_t, void *, cl_int *);
+    cl_int (*ReleaseMemObject)(cl_mem);
+    cl_int (*EnqueueReadBuffer)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint,
+                                const cl_event *, cl_event *);
+    cl_int (*EnqueueWriteBuffer)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *, cl_uint,
+                                 const cl_event *, cl_event *);
+    cl_int (*EnqueueCopyBuffer)(cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint,
+                                const cl_event *, cl_event *);
+    cl_int (*EnqueueNDRangeKernel)(cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *,
+                                   const size_t *, cl_uint, const cl_event *, cl_event *);
+    cl_int (*Finish)(cl_command_queue);
+    cl_int (*GetEventProfilingInfo)(cl_event, cl_profiling_info, size_t, void *, size_t *);
+    cl_int (*ReleaseEvent)(cl_event);
+} tern_cl_api;
+
+/* Loads the runtime (once per call; the library stays loaded for the life of the process, as
+ * ICD drivers are not written to be unloaded). */
+tern_status tern_cl_api_load(tern_cl_api *api, tern_error *err);
+
+/* The ids behind tern_cl_list_devices' entry `index`. */
+tern_status tern_cl_find_device(const tern_cl_api *api, int index, cl_platform_id *platform,
+                                cl_device_id *device, tern_cl_device_info *info, tern_error *err);
+
+/* "CL_OUT_OF_RESOURCES" for an OpenCL status. */
+const char *tern_cl_status_name(cl_int status);
+
+/* Values of the -D tunables the program was built with; the host sizes its launches by them. */
+typedef struct tern_cl_tunables {
+    int mv_wgs, mv_rows;            /* matvec.cl */
+    int mm_tn, mm_tm, mm_wn, mm_wm; /* matmul.cl */
+    int norm_wgs, ew_wgs;           /* ops.cl */
+    int att_wgs, att_max_d;         /* attention.cl */
+} tern_cl_tunables;
+
+/* CLBlastSgemm (clblast_c.h), whose enums are passed as ints: row-major 101, no transpose 111,
+ * transpose 112; 0 is success. */
+typedef int (*tern_clblast_sgemm_fn)(int layout, int a_transpose, int b_transpose, size_t m, size_t n,
+                                     size_t k, float alpha, cl_mem a, size_t a_offset, size_t a_ld, cl_mem b,
+                                     size_t b_offset, size_t b_ld, float beta, cl_mem c, size_t c_offset,
+                                     size_t c_ld, cl_command_queue *queue, cl_event *event);
+
+/* Device time per kernel name (TERN_OPENCL_PROFILE=1). */
+#define TERN_CL_PROFILE_NAMES 64
+typedef struct tern_cl_profile {
+    struct {
+        const char *name; /* a literal, or one of tern_cl.names */
+        long launches;
+        double ns, bytes;
+    } rows[TERN_CL_PROFILE_NAMES];
+    int n_rows;
+    struct {
+        cl_event event;
+        int row;
+        uint64_t bytes;
+    } * pending; /* launches whose events are not read yet */
+    size_t n_pending, cap_pending;
+    cl_event slot;
+} tern_cl_profile;
+
+struct tern_cl {
+    tern_cl_api api;
+    tern_cl_device_info info;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;
+    cl_program program;
+    char origin[1100]; /* tern_cl_program_origin */
+    tern_cl_tunables tune;
+    uint64_t split_bytes; /* weights larger than this are split: max_alloc, or TERN_OPENCL_SPLIT */
+
+    cl_kernel matvec[TERN_TYPE_COUNT], matmul[TERN_TYPE_COUNT], dequant[TERN_TYPE_COUNT],
+        matvec3[TERN_TYPE_COUNT];
+    char names[4][TERN_TYPE_COUNT][16]; /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3 */
+    cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention;
+
+    /* prefill products */
+    tern_cl_gemm_path gemm; /* TILED or CLBLAST once resolved */
+    int64_t gemm_min_m;
+    tern_clblast_sgemm_fn sgemm; /* NULL when CLBlast did not load */
+    cl_mem tile;                 /* f32 weight rows for CLBlast, grown on first use */
+    size_t tile_bytes;
+    cl_mem ids; /* row ids of get_rows batches */
+    size_t ids_bytes;
+
+    long fail_after; /* TERN_OPENCL_FAIL_AFTER: launches until an injected failure (tests), 0 = never */
+    tern_cl_profile *profile; /* TERN_OPENCL_PROFILE=1, else NULL */
+    uint64_t bytes;           /* device memory allocated */
+    tern_status failed;
+    char failure[TERN_ERROR_MESSAGE_MAX];
+};
+
+/* Remembers the first failure: "<what>: <CL status name>" (later ones are dropped). */
+void tern_cl_fail(tern_cl *cl, const char *what, cl_int rc);
+
+/* One kernel argument: its size and a pointer to its value. */
+typedef struct tern_cl_arg {
+    size_t size;
+    const void *value;
+} tern_cl_arg;
+#define TERN_CL_ARG(v) ((tern_cl_arg){sizeof(v), &(v)})
+
+/* Sets the arguments and enqueues `kernel` (named `name` in failure messages and the profile)
+ * over `global` work-items in groups of `local`; each global size is rounded up to a multiple of
+ * its local one. `bytes`: the memory it reads and writes, for the profile's GB/s (0: not shown). */
+void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args, const tern_cl_arg *args,
+                    cl_uint dims, const size_t *global, const size_t *local, uint64_t bytes);
+
+/* The profile (TERN_OPENCL_PROFILE=1, kernels/opencl/cl_profile.c): device time per kernel name,
+ * from the events of every launch, printed on stderr when the device is closed. `event` is
+ * where a launch puts its event (NULL when not profiling); tern_cl_profile_add records it. */
+cl_event *tern_cl_profile_slot(tern_cl *cl);
+void tern_cl_profile_add(tern_cl *cl, const char *name, uint64_t bytes);
+void tern_cl_profile_collect(tern_cl *cl); /* after clFinish: read the finished events */
+void tern_cl_profile_print_free(tern_cl *cl);
+
+/* Builds (or loads from the cache) the program with the tunables resolved from the device and
+ * TERN_OPENCL_OPTIONS; sets cl->program, cl->tune and cl->origin. */
+tern_status tern_cl_build_program(tern_cl *cl, tern_error *err);
+
+/* "q4_k" for TERN_TYPE_Q4_K: the suffix of the per-type kernel names; NULL if not supported. */
+const char *tern_cl_type_suffix(uint32_t type);
+
+#endif

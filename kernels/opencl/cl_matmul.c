@@ -1,0 +1,223 @@
+/*
+ * Weight matrices on the device and the products over them:
+ *  - decode and small batches (m < gemm_min_m): matvec_<type>, one launch per matrix part;
+ *  - prefill: matmul_<type> (tiled, reads the quantized weights), or CLBlast SGEMM on f32 tiles
+ *    of rows that dequant_<type> writes into a scratch buffer;
+ *  - get_rows: dequant_<type> of the rows named by token ids (the embedding lookup).
+ * A matrix over the device's allocation limit is held in parts of whole rows; every product
+ * runs per part and writes its columns of y (y_offset = the part's first row).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/opencl/cl_internal.h"
+
+/* Scratch for the f32 weight tiles of the CLBlast path. */
+#define TILE_BYTES_MAX (64u << 20)
+
+tern_status tern_cl_matrix_upload(tern_cl *cl, uint32_t type, int64_t k, int64_t n_rows, const void *data,
+                                  tern_cl_matrix **out, tern_error *err) {
+    *out = NULL;
+    if (!tern_cl_type_supported(type))
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "no OpenCL kernel for %s weights",
+                              tern_type_name(type));
+    const size_t row_bytes = tern_type_row_bytes(type, k);
+    if (k <= 0 || n_rows <= 0 || k > INT32_MAX || n_rows > INT32_MAX || row_bytes == 0)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED, "a %lld x %lld %s matrix is not supported on OpenCL",
+                              (long long)n_rows, (long long)k, tern_type_name(type));
+    const int64_t per_part = (int64_t)(cl->split_bytes / row_bytes);
+    if (per_part < 1)
+        return tern_error_set(err, TERN_ERR_NOMEM, "one row of %zu bytes is over %s's allocation limit",
+                              row_bytes, cl->info.name);
+    const int n_parts = (int)((n_rows + per_part - 1) / per_part);
+    tern_cl_matrix *w = calloc(1, sizeof *w + (size_t)n_parts * sizeof w->parts[0]);
+    if (!w)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    w->type = type;
+    w->k = k;
+    w->n_rows = n_rows;
+    w->row_bytes = row_bytes;
+    for (int p = 0; p < n_parts; p++) {
+        tern_cl_part *part = &w->parts[p];
+        part->row0 = (int64_t)p * per_part;
+        part->rows = n_rows - part->row0 < per_part ? n_rows - part->row0 : per_part;
+        tern_status st =
+            tern_cl_alloc(cl, (size_t)part->rows * row_bytes,
+                          (const uint8_t *)data + (size_t)part->row0 * row_bytes, &part->mem, err);
+        if (st != TERN_OK) {
+            tern_cl_matrix_free(cl, w);
+            return st;
+        }
+        w->n_parts = p + 1;
+    }
+    *out = w;
+    return TERN_OK;
+}
+
+void tern_cl_matrix_free(tern_cl *cl, tern_cl_matrix *w) {
+    if (!w)
+        return;
+    for (int p = 0; p < w->n_parts; p++)
+        tern_cl_release(cl, w->parts[p].mem, (size_t)w->parts[p].rows * w->row_bytes);
+    free(w);
+}
+
+/* Rows first..first+rows of a part dequantized to out[out_row..] (f32, k per row), times scale;
+ * with ids, the rows are ids[0..rows) instead. */
+static void dequant_rows(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part *part, int use_ids,
+                         int64_t first, int64_t rows, float scale, cl_mem out, int64_t out_row) {
+    const cl_ulong row_bytes = w->row_bytes;
+    const cl_int k = (cl_int)w->k, ids = use_ids, row_first = (cl_int)first, o = (cl_int)out_row;
+    const tern_cl_arg args[] = {TERN_CL_ARG(part->mem), TERN_CL_ARG(row_bytes), TERN_CL_ARG(k),
+                                TERN_CL_ARG(cl->ids),   TERN_CL_ARG(ids),       TERN_CL_ARG(row_first),
+                                TERN_CL_ARG(scale),     TERN_CL_ARG(out),       TERN_CL_ARG(o)};
+    const size_t global[2] = {(size_t)(w->k / 32), (size_t)rows}, local[2] = {(size_t)cl->tune.ew_wgs, 1};
+    tern_cl_launch(cl, cl->dequant[w->type], cl->names[2][w->type], 9, args, 2, global, local,
+                   (uint64_t)rows * (w->row_bytes + (uint64_t)w->k * 4));
+}
+
+/* Grows a scratch buffer to at least `bytes` (first use of a larger size only). */
+static bool ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes) {
+    if (*have >= bytes)
+        return true;
+    tern_cl_release(cl, *mem, *have);
+    *mem = NULL;
+    *have = 0;
+    tern_error err = {0};
+    if (tern_cl_alloc(cl, bytes, NULL, mem, &err) != TERN_OK) {
+        if (!cl->failed) { /* a device failure like any other, so that auto falls back */
+            cl->failed = TERN_ERR_BACKEND;
+            snprintf(cl->failure, sizeof cl->failure, "%s", err.message);
+        }
+        return false;
+    }
+    *have = bytes;
+    return true;
+}
+
+/* CLBlast on f32 tiles of the part's rows: y[:, row0 + r..] = x * tile^T. False when CLBlast
+ * refused (the caller then uses the tiled kernel from now on). */
+static bool matmul_clblast(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part *part, cl_mem x,
+                           int64_t m, cl_mem y) {
+    const size_t row_f32 = (size_t)w->k * sizeof(float);
+    size_t tile_rows = (TILE_BYTES_MAX < cl->info.max_alloc ? TILE_BYTES_MAX : cl->info.max_alloc) / row_f32;
+    tile_rows = tile_rows < 1 ? 1 : tile_rows > (size_t)part->rows ? (size_t)part->rows : tile_rows;
+    if (!ensure_scratch(cl, &cl->tile, &cl->tile_bytes, tile_rows * row_f32))
+        return true; /* the failure is remembered */
+    for (int64_t r = 0; r < part->rows && !cl->failed; r += (int64_t)tile_rows) {
+        const int64_t rows = part->rows - r < (int64_t)tile_rows ? part->rows - r : (int64_t)tile_rows;
+        dequant_rows(cl, w, part, 0, r, rows, 1.0f, cl->tile, 0);
+        if (cl->failed)
+            return true;
+        int rc =
+            cl->sgemm(101 /* row-major */, 111 /* x as is */, 112 /* tile transposed */, (size_t)m,
+                      (size_t)rows, (size_t)w->k, 1.0f, x, 0, (size_t)w->k, cl->tile, 0, (size_t)w->k, 0.0f,
+                      y, (size_t)(part->row0 + r), (size_t)w->n_rows, &cl->queue, tern_cl_profile_slot(cl));
+        if (rc != 0)
+            return r == 0 ? false : (tern_cl_fail(cl, "CLBlastSgemm", rc), true);
+        tern_cl_profile_add(cl, "clblast_sgemm", (uint64_t)(m * (w->k + rows) + rows * w->k) * 4);
+    }
+    return true;
+}
+
+/* The kernels read rows in pieces of 32 elements. */
+static bool whole_pieces(tern_cl *cl, const tern_cl_matrix *w) {
+    if (w->k % 32 == 0)
+        return true;
+    tern_cl_fail(cl, "a product or lookup over rows that are not a multiple of 32", CL_INVALID_VALUE);
+    return false;
+}
+
+void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, cl_mem y) {
+    const tern_cl_tunables *t = &cl->tune;
+    if (!whole_pieces(cl, w))
+        return;
+    const cl_ulong row_bytes = w->row_bytes;
+    const cl_int k = (cl_int)w->k, y_stride = (cl_int)w->n_rows, mm = (cl_int)m;
+    for (int p = 0; p < w->n_parts && !cl->failed; p++) {
+        const tern_cl_part *part = &w->parts[p];
+        const cl_int rows = (cl_int)part->rows, y_offset = (cl_int)part->row0;
+        if (m < cl->gemm_min_m) {
+            const tern_cl_arg args[] = {TERN_CL_ARG(part->mem), TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows),
+                                        TERN_CL_ARG(k),         TERN_CL_ARG(x),         TERN_CL_ARG(y),
+                                        TERN_CL_ARG(y_stride),  TERN_CL_ARG(y_offset)};
+            const size_t global[2] = {(size_t)((rows + t->mv_rows - 1) / t->mv_rows) * (size_t)t->mv_wgs,
+                                      (size_t)m};
+            const size_t local[2] = {(size_t)t->mv_wgs, 1};
+            tern_cl_launch(cl, cl->matvec[w->type], cl->names[0][w->type], 8, args, 2, global, local,
+                           (uint64_t)rows * w->row_bytes + (uint64_t)(m * (w->k + rows)) * 4);
+            continue;
+        }
+        if (cl->gemm == TERN_CL_GEMM_CLBLAST) {
+            if (matmul_clblast(cl, w, part, x, m, y))
+                continue;
+            cl->gemm = TERN_CL_GEMM_TILED; /* CLBlast refused this device: ours from now on */
+        }
+        const size_t threads = (size_t)((t->mm_tn / t->mm_wn) * (t->mm_tm / t->mm_wm));
+        const tern_cl_arg args[] = {TERN_CL_ARG(part->mem), TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows),
+                                    TERN_CL_ARG(k),         TERN_CL_ARG(x),         TERN_CL_ARG(mm),
+                                    TERN_CL_ARG(y),         TERN_CL_ARG(y_stride),  TERN_CL_ARG(y_offset)};
+        const size_t global[2] = {(size_t)((rows + t->mm_tn - 1) / t->mm_tn) * threads,
+                                  (size_t)((m + t->mm_tm - 1) / t->mm_tm)};
+        const size_t local[2] = {threads, 1};
+        tern_cl_launch(cl, cl->matmul[w->type], cl->names[1][w->type], 9, args, 2, global, local,
+                       (uint64_t)rows * w->row_bytes + (uint64_t)(m * (w->k + rows)) * 4);
+    }
+}
+
+bool tern_cl_matmul_can_share(const tern_cl_matrix *a, const tern_cl_matrix *b) {
+    return a->type == b->type && a->k == b->k && a->n_parts == 1 && b->n_parts == 1 && a->k % 32 == 0;
+}
+
+void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, cl_mem x, const cl_mem *y) {
+    TERN_ASSERT(n >= 1 && n <= 3);
+    for (int i = 1; i < n; i++)
+        TERN_ASSERT(tern_cl_matmul_can_share(w[0], w[i]));
+    if (n == 1) {
+        tern_cl_matmul(cl, w[0], x, 1, y[0]);
+        return;
+    }
+    const tern_cl_tunables *t = &cl->tune;
+    const cl_ulong row_bytes = w[0]->row_bytes;
+    const cl_int k = (cl_int)w[0]->k;
+    cl_mem wm[3], ym[3];
+    cl_int rows[3];
+    size_t groups = 0;
+    uint64_t bytes = 0;
+    for (int i = 0; i < 3; i++) { /* unused slots: no rows (the kernel never reads them) */
+        wm[i] = w[i < n ? i : 0]->parts[0].mem;
+        ym[i] = y[i < n ? i : 0];
+        rows[i] = i < n ? (cl_int)w[i]->n_rows : 0;
+        groups += (size_t)((rows[i] + t->mv_rows - 1) / t->mv_rows);
+        bytes += (uint64_t)rows[i] * (w[0]->row_bytes + 4);
+    }
+    const tern_cl_arg args[] = {TERN_CL_ARG(wm[0]),     TERN_CL_ARG(wm[1]),   TERN_CL_ARG(wm[2]),
+                                TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows[0]), TERN_CL_ARG(rows[1]),
+                                TERN_CL_ARG(rows[2]),   TERN_CL_ARG(k),       TERN_CL_ARG(x),
+                                TERN_CL_ARG(ym[0]),     TERN_CL_ARG(ym[1]),   TERN_CL_ARG(ym[2])};
+    const size_t global[1] = {groups * (size_t)t->mv_wgs}, local[1] = {(size_t)t->mv_wgs};
+    tern_cl_launch(cl, cl->matvec3[w[0]->type], cl->names[3][w[0]->type], 12, args, 1, global, local,
+                   bytes + (uint64_t)k * 4);
+}
+
+void tern_cl_get_rows(tern_cl *cl, const tern_cl_matrix *w, const int32_t *rows, int64_t n, float scale,
+                      cl_mem out) {
+    if (cl->failed || n <= 0 || !whole_pieces(cl, w))
+        return;
+    if (w->n_parts == 1 && n > 1) { /* one launch over the ids */
+        const size_t bytes = (size_t)n * sizeof(int32_t);
+        tern_error err = {0};
+        if (!ensure_scratch(cl, &cl->ids, &cl->ids_bytes, bytes) ||
+            tern_cl_write(cl, cl->ids, 0, bytes, rows, &err) != TERN_OK)
+            return;
+        dequant_rows(cl, w, &w->parts[0], 1, 0, n, scale, out, 0);
+        return;
+    }
+    /* one token (decode), or an embedding split in parts: one launch per row, no transfer */
+    for (int64_t i = 0; i < n; i++) {
+        int p = 0;
+        while (p + 1 < w->n_parts && rows[i] >= w->parts[p + 1].row0)
+            p++;
+        dequant_rows(cl, w, &w->parts[p], 0, rows[i] - w->parts[p].row0, 1, scale, out, i);
+    }
+}

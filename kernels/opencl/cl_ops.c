@@ -1,0 +1,87 @@
+/*
+ * Launches of the row and element-wise kernels (ops.cl) and of the KV cache and attention
+ * kernels (attention.cl). Sizes were checked by the caller; kernel arguments are 32-bit.
+ */
+#include "kernels/opencl/cl_internal.h"
+
+static size_t round_up(int64_t n, int to) {
+    return (size_t)((n + to - 1) / to * to);
+}
+
+void tern_cl_rmsnorm(tern_cl *cl, cl_mem x, cl_mem w, int64_t width, int64_t n_rows, float eps, cl_mem y) {
+    const cl_int n = (cl_int)width;
+    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(w), TERN_CL_ARG(n), TERN_CL_ARG(eps),
+                                TERN_CL_ARG(y)};
+    const size_t global[1] = {(size_t)n_rows * (size_t)cl->tune.norm_wgs},
+                 local[1] = {(size_t)cl->tune.norm_wgs};
+    tern_cl_launch(cl, cl->rmsnorm, "rmsnorm", 5, args, 1, global, local, (uint64_t)(width * n_rows) * 8);
+}
+
+void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem y, cl_mem w, int64_t width, int64_t n_rows, float eps,
+                         cl_mem out) {
+    const cl_int n = (cl_int)width;
+    const tern_cl_arg args[] = {TERN_CL_ARG(y), TERN_CL_ARG(t),   TERN_CL_ARG(w),
+                                TERN_CL_ARG(n), TERN_CL_ARG(eps), TERN_CL_ARG(out)};
+    const size_t global[1] = {(size_t)n_rows * (size_t)cl->tune.norm_wgs},
+                 local[1] = {(size_t)cl->tune.norm_wgs};
+    tern_cl_launch(cl, cl->add_rmsnorm, "add_rmsnorm", 6, args, 1, global, local,
+                   (uint64_t)(width * n_rows) * 16);
+}
+
+void tern_cl_rope(tern_cl *cl, cl_mem x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                  bool neox, cl_mem cos_sin, int64_t pos0) {
+    const cl_int nh = (cl_int)n_head, hd = (cl_int)head_dim, nr = (cl_int)n_rot, nx = neox, p0 = (cl_int)pos0;
+    const tern_cl_arg args[] = {TERN_CL_ARG(x),  TERN_CL_ARG(nh),      TERN_CL_ARG(hd), TERN_CL_ARG(nr),
+                                TERN_CL_ARG(nx), TERN_CL_ARG(cos_sin), TERN_CL_ARG(p0)};
+    const size_t global[3] = {round_up(n_rot / 2, cl->tune.ew_wgs), (size_t)n_head, (size_t)n_tokens};
+    const size_t local[3] = {(size_t)cl->tune.ew_wgs, 1, 1};
+    tern_cl_launch(cl, cl->rope, "rope", 7, args, 3, global, local,
+                   (uint64_t)(n_tokens * n_head * n_rot) * 12);
+}
+
+void tern_cl_kv_store(tern_cl *cl, cl_mem k, cl_mem v, cl_mem kc, cl_mem vc, int64_t pos0, int64_t n,
+                      int64_t k_width, int64_t v_width) {
+    const cl_int p0 = (cl_int)pos0, kw = (cl_int)k_width, vw = (cl_int)v_width;
+    const tern_cl_arg args[] = {TERN_CL_ARG(k),  TERN_CL_ARG(v),  TERN_CL_ARG(kc), TERN_CL_ARG(vc),
+                                TERN_CL_ARG(p0), TERN_CL_ARG(kw), TERN_CL_ARG(vw)};
+    const size_t global[2] = {round_up(k_width > v_width ? k_width : v_width, cl->tune.ew_wgs), (size_t)n};
+    const size_t local[2] = {(size_t)cl->tune.ew_wgs, 1};
+    tern_cl_launch(cl, cl->kv_store, "kv_store", 7, args, 2, global, local,
+                   (uint64_t)(n * (k_width + v_width)) * 6);
+}
+
+void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out) {
+    const cl_int p0 = (cl_int)s->pos0, nh = (cl_int)s->n_head, nkv = (cl_int)s->n_head_kv,
+                 dk = (cl_int)s->head_dim_k, dv = (cl_int)s->head_dim_v, kw = (cl_int)s->k_width,
+                 vw = (cl_int)s->v_width, win = (cl_int)s->window;
+    const float scale = s->scale;
+    const tern_cl_arg args[] = {TERN_CL_ARG(q),  TERN_CL_ARG(kc), TERN_CL_ARG(vc),  TERN_CL_ARG(out),
+                                TERN_CL_ARG(p0), TERN_CL_ARG(nh), TERN_CL_ARG(nkv), TERN_CL_ARG(dk),
+                                TERN_CL_ARG(dv), TERN_CL_ARG(kw), TERN_CL_ARG(vw),  TERN_CL_ARG(scale),
+                                TERN_CL_ARG(win)};
+    const size_t global[2] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)s->n_tokens};
+    const size_t local[2] = {(size_t)cl->tune.att_wgs, 1};
+    tern_cl_launch(cl, cl->attention, "attention", 13, args, 2, global, local, 0);
+}
+
+void tern_cl_glu(tern_cl *cl, cl_mem gate, cl_mem up, int64_t n, bool gelu, cl_mem out) {
+    const cl_int nn = (cl_int)n, g = gelu;
+    const tern_cl_arg args[] = {TERN_CL_ARG(gate), TERN_CL_ARG(up), TERN_CL_ARG(out), TERN_CL_ARG(nn),
+                                TERN_CL_ARG(g)};
+    const size_t global[1] = {(size_t)n}, local[1] = {(size_t)cl->tune.ew_wgs};
+    tern_cl_launch(cl, cl->glu, "glu", 5, args, 1, global, local, (uint64_t)n * 12);
+}
+
+void tern_cl_add(tern_cl *cl, cl_mem x, int64_t n, cl_mem y) {
+    const cl_int nn = (cl_int)n;
+    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(y), TERN_CL_ARG(nn)};
+    const size_t global[1] = {(size_t)n}, local[1] = {(size_t)cl->tune.ew_wgs};
+    tern_cl_launch(cl, cl->add, "add", 3, args, 1, global, local, (uint64_t)n * 12);
+}
+
+void tern_cl_add_bias(tern_cl *cl, cl_mem b, int64_t width, int64_t m, cl_mem y) {
+    const cl_int w = (cl_int)width, n = (cl_int)(width * m);
+    const tern_cl_arg args[] = {TERN_CL_ARG(b), TERN_CL_ARG(y), TERN_CL_ARG(w), TERN_CL_ARG(n)};
+    const size_t global[1] = {(size_t)(width * m)}, local[1] = {(size_t)cl->tune.ew_wgs};
+    tern_cl_launch(cl, cl->add_bias, "add_bias", 4, args, 1, global, local, (uint64_t)(width * m) * 12);
+}

@@ -1,0 +1,98 @@
+/*
+ * TERN_OPENCL_PROFILE=1: device time per kernel, from OpenCL's profiling events, so a slow run
+ * shows where its time goes (for decode, the matvec rows' GB/s against the device's bandwidth;
+ * the share of time in small kernels shows what fusing launches would save). Each launch keeps
+ * its event until the next finish; the table goes to stderr when the device is closed.
+ * Profiling allocates on the per-token path, so it is off by default.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/opencl/cl_internal.h"
+
+cl_event *tern_cl_profile_slot(tern_cl *cl) {
+    if (!cl->profile)
+        return NULL;
+    cl->profile->slot = NULL;
+    return &cl->profile->slot;
+}
+
+void tern_cl_profile_add(tern_cl *cl, const char *name, uint64_t bytes) {
+    tern_cl_profile *p = cl->profile;
+    if (!p || !p->slot)
+        return;
+    int row = 0;
+    while (row < p->n_rows && strcmp(p->rows[row].name, name) != 0)
+        row++;
+    if (row == p->n_rows) {
+        if (row == TERN_CL_PROFILE_NAMES) { /* more names than rows: not timed */
+            cl->api.ReleaseEvent(p->slot);
+            return;
+        }
+        p->rows[row].name = name;
+        p->n_rows++;
+    }
+    if (p->n_pending == p->cap_pending) {
+        size_t cap = p->cap_pending ? 2 * p->cap_pending : 1024;
+        void *grown = realloc(p->pending, cap * sizeof *p->pending);
+        if (!grown) {
+            cl->api.ReleaseEvent(p->slot);
+            return;
+        }
+        p->pending = grown;
+        p->cap_pending = cap;
+    }
+    p->pending[p->n_pending].event = p->slot;
+    p->pending[p->n_pending].row = row;
+    p->pending[p->n_pending].bytes = bytes;
+    p->n_pending++;
+}
+
+void tern_cl_profile_collect(tern_cl *cl) {
+    tern_cl_profile *p = cl->profile;
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n_pending; i++) {
+        cl_ulong start = 0, end = 0;
+        if (cl->api.GetEventProfilingInfo(p->pending[i].event, CL_PROFILING_COMMAND_START, sizeof start,
+                                          &start, NULL) == CL_SUCCESS &&
+            cl->api.GetEventProfilingInfo(p->pending[i].event, CL_PROFILING_COMMAND_END, sizeof end, &end,
+                                          NULL) == CL_SUCCESS &&
+            end >= start) {
+            p->rows[p->pending[i].row].launches++;
+            p->rows[p->pending[i].row].ns += (double)(end - start);
+            p->rows[p->pending[i].row].bytes += (double)p->pending[i].bytes;
+        }
+        cl->api.ReleaseEvent(p->pending[i].event);
+    }
+    p->n_pending = 0;
+}
+
+void tern_cl_profile_print_free(tern_cl *cl) {
+    tern_cl_profile *p = cl->profile;
+    if (!p)
+        return;
+    double total = 0;
+    for (int i = 0; i < p->n_rows; i++)
+        total += p->rows[i].ns;
+    fprintf(stderr, "tern: OpenCL profile on %s (device time per kernel, TERN_OPENCL_PROFILE=1)\n",
+            cl->info.name);
+    fprintf(stderr, "  %-16s %9s %11s %9s %6s %9s\n", "kernel", "launches", "total ms", "mean us", "share",
+            "GB/s");
+    for (int i = 0; i < p->n_rows; i++) {
+        const double ns = p->rows[i].ns;
+        if (p->rows[i].launches == 0)
+            continue;
+        fprintf(stderr, "  %-16s %9ld %11.3f %9.2f %5.1f%%", p->rows[i].name, p->rows[i].launches, ns / 1e6,
+                ns / 1e3 / (double)p->rows[i].launches, total > 0 ? 100.0 * ns / total : 0.0);
+        if (p->rows[i].bytes > 0 && ns > 0)
+            fprintf(stderr, " %9.1f", p->rows[i].bytes / ns);
+        fputc('\n', stderr);
+    }
+    for (size_t i = 0; i < p->n_pending; i++)
+        cl->api.ReleaseEvent(p->pending[i].event);
+    free(p->pending);
+    free(p);
+    cl->profile = NULL;
+}

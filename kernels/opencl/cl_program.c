@@ -1,0 +1,290 @@
+/*
+ * The program: the embedded .cl sources built with the tunables as -D switches, and a cache of
+ * the compiled result on disk (CL_PROGRAM_BINARIES), because compiling the sources takes from a
+ * fraction of a second to many seconds depending on the driver.
+ *
+ * Cache entry: $XDG_CACHE_HOME/tern/opencl-<hash>.bin (or ~/.cache/tern/...), where the hash is
+ * over the key "device name | driver version | source hash | build options". The file holds a
+ * magic, the full key (checked on load, so a hash collision cannot load a wrong binary), the
+ * binary and a checksum of the binary. Any failure to write is ignored; an entry that does not
+ * parse, does not match or does not build is ignored, rebuilt from source and rewritten.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernels/opencl/cl_internal.h"
+#include "kernels/opencl/cl_sources.h"
+
+#define CACHE_MAGIC "TERNCLB1"
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+#define FNV_START 0xcbf29ce484222325ull
+
+/* ---- tunables: defaults from the device, overridable with -DNAME=value ---- */
+
+typedef struct tunable {
+    const char *name;
+    int *value;
+    int def;
+    bool power_of_two;
+} tunable;
+
+/* The value given as -DNAME=value in extra, if any: 1 found, 0 absent, -1 malformed. */
+static int find_define(const char *extra, const char *name, int *value) {
+    char pat[48];
+    snprintf(pat, sizeof pat, "-D%s=", name);
+    const char *at = extra ? strstr(extra, pat) : NULL;
+    if (!at)
+        return 0;
+    char *end;
+    long v = strtol(at + strlen(pat), &end, 10);
+    if (end == at + strlen(pat) || (*end != '\0' && *end != ' ') || v < 1 || v > 65536)
+        return -1;
+    *value = (int)v;
+    return 1;
+}
+
+static tern_status resolve_tunables(tern_cl *cl, const char *extra, char *defines, size_t cap,
+                                    tern_error *err) {
+    tern_cl_tunables *t = &cl->tune;
+    const size_t max_wg = cl->info.max_work_group;
+    /* Defaults suit current GPUs; small work-group limits (some embedded GPUs) shrink them. */
+    const int wide = max_wg >= 256 ? 256 : (int)max_wg;
+    tunable list[] = {
+        {"MV_WGS", &t->mv_wgs, wide >= 64 ? 64 : wide, true},
+        {"MV_ROWS", &t->mv_rows, 4, false},
+        {"MM_TN", &t->mm_tn, 64, false},
+        {"MM_TM", &t->mm_tm, 64, false},
+        {"MM_WN", &t->mm_wn, max_wg >= 256 ? 4 : 8, false},
+        {"MM_WM", &t->mm_wm, max_wg >= 256 ? 4 : 8, false},
+        {"NORM_WGS", &t->norm_wgs, wide, true},
+        {"EW_WGS", &t->ew_wgs, wide >= 64 ? 64 : wide, false},
+        {"ATT_WGS", &t->att_wgs, wide >= 128 ? 128 : wide, true},
+        {"ATT_MAX_D", &t->att_max_d, 256, false},
+    };
+    size_t used = 0;
+    defines[0] = '\0';
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+        int found = find_define(extra, list[i].name, list[i].value);
+        if (found < 0)
+            return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                                  "TERN_OPENCL_OPTIONS: -D%s needs a positive integer", list[i].name);
+        if (!found) {
+            *list[i].value = list[i].def;
+            used += (size_t)snprintf(defines + used, cap - used, " -D%s=%d", list[i].name, list[i].def);
+            if (used >= cap)
+                return tern_error_set(err, TERN_ERR_INVALID_ARG, "build options too long");
+        }
+        int v = *list[i].value;
+        if (list[i].power_of_two && (v & (v - 1)))
+            return tern_error_set(err, TERN_ERR_INVALID_ARG, "%s=%d must be a power of two", list[i].name, v);
+    }
+    const int mm_threads = (t->mm_tn / t->mm_wn) * (t->mm_tm / t->mm_wm);
+    if (t->mm_tn % t->mm_wn || t->mm_tm % t->mm_wm || t->mm_tn > mm_threads)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "MM_TN/MM_WN and MM_TM/MM_WM must divide, and MM_TN <= the %d work-items",
+                              mm_threads);
+    const size_t needs[] = {(size_t)t->mv_wgs, (size_t)mm_threads, (size_t)t->norm_wgs, (size_t)t->att_wgs,
+                            (size_t)t->ew_wgs};
+    for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
+        if (needs[i] > max_wg)
+            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                  "work-groups of %zu are over the device's limit %zu", needs[i], max_wg);
+    /* local memory: matmul tiles, attention's query and score rows */
+    const uint64_t local = 4u * (uint64_t)(32 * (t->mm_tn + t->mm_tm));
+    if (local > cl->info.local_mem)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "the matmul tiles need %llu bytes of local memory, the device has %llu",
+                              (unsigned long long)local, (unsigned long long)cl->info.local_mem);
+    return TERN_OK;
+}
+
+/* ---- the cache ---- */
+
+static bool cache_path(uint64_t key_hash, char *out, size_t cap) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[768];
+    if (xdg && xdg[0] == '/')
+        snprintf(dir, sizeof dir, "%s/tern", xdg);
+    else if (home && home[0])
+        snprintf(dir, sizeof dir, "%s/.cache/tern", home);
+    else
+        return false;
+    return snprintf(out, cap, "%s/opencl-%016llx.bin", dir, (unsigned long long)key_hash) < (int)cap;
+}
+
+/* mkdir -p of the directory part of path. */
+static void make_parents(const char *path) {
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return;
+        *p = '/';
+    }
+}
+
+/* The binary of a valid entry for key (malloc'd), or NULL. */
+static unsigned char *cache_load(const char *path, const char *key, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    unsigned char *bin = NULL;
+    char magic[8];
+    uint64_t key_len = 0, bin_len = 0, sum = 0;
+    char *stored_key = NULL;
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, CACHE_MAGIC, 8) != 0 || fread(&key_len, 8, 1, f) != 1 ||
+        key_len != strlen(key) || !(stored_key = malloc(key_len)) ||
+        fread(stored_key, 1, key_len, f) != key_len || memcmp(stored_key, key, key_len) != 0 ||
+        fread(&bin_len, 8, 1, f) != 1 || bin_len == 0 || bin_len > (1u << 30) || !(bin = malloc(bin_len)) ||
+        fread(bin, 1, bin_len, f) != bin_len || fread(&sum, 8, 1, f) != 1 ||
+        sum != fnv1a(FNV_START, bin, bin_len)) {
+        free(bin);
+        bin = NULL;
+    }
+    free(stored_key);
+    fclose(f);
+    *size = (size_t)bin_len;
+    return bin;
+}
+
+static void cache_store(const char *path, const char *key, const unsigned char *bin, size_t size) {
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    make_parents(path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return;
+    const uint64_t key_len = strlen(key), bin_len = size, sum = fnv1a(FNV_START, bin, size);
+    bool ok = fwrite(CACHE_MAGIC, 1, 8, f) == 8 && fwrite(&key_len, 8, 1, f) == 1 &&
+              fwrite(key, 1, key_len, f) == key_len && fwrite(&bin_len, 8, 1, f) == 1 &&
+              fwrite(bin, 1, size, f) == size && fwrite(&sum, 8, 1, f) == 1;
+    ok = fclose(f) == 0 && ok;
+    /* rename is atomic: a concurrent reader sees the old entry or the new one, never half */
+    if (!ok || rename(tmp, path) != 0)
+        remove(tmp);
+}
+
+static unsigned char *program_binary(tern_cl *cl, size_t *size) {
+    *size = 0;
+    if (cl->api.GetProgramInfo(cl->program, CL_PROGRAM_BINARY_SIZES, sizeof *size, size, NULL) !=
+            CL_SUCCESS ||
+        *size == 0)
+        return NULL;
+    unsigned char *bin = malloc(*size);
+    if (bin &&
+        cl->api.GetProgramInfo(cl->program, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) {
+        free(bin);
+        bin = NULL;
+    }
+    return bin;
+}
+
+/* ---- building ---- */
+
+/* The build log's first lines, on one line, for the error message. */
+static void build_log(tern_cl *cl, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = '\0';
+    if (cl->api.GetProgramBuildInfo(cl->program, cl->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) !=
+            CL_SUCCESS ||
+        n < 2)
+        return;
+    char *log = malloc(n + 1);
+    if (!log)
+        return;
+    if (cl->api.GetProgramBuildInfo(cl->program, cl->device, CL_PROGRAM_BUILD_LOG, n, log, NULL) ==
+        CL_SUCCESS) {
+        log[n] = '\0';
+        size_t j = 0;
+        for (size_t i = 0; log[i] && j + 1 < cap; i++)
+            out[j++] = log[i] == '\n' || log[i] == '\r' ? ' ' : log[i];
+        out[j] = '\0';
+    }
+    free(log);
+}
+
+static tern_status build(tern_cl *cl, const char *options, tern_error *err) {
+    cl_int rc = cl->api.BuildProgram(cl->program, 1, &cl->device, options, NULL, NULL);
+    if (rc == CL_SUCCESS)
+        return TERN_OK;
+    char log[360];
+    build_log(cl, log, sizeof log);
+    return tern_error_set(err, TERN_ERR_BACKEND, "the OpenCL kernels do not build on %s (%s): %s",
+                          cl->info.name, tern_cl_status_name(rc), log[0] ? log : "no build log");
+}
+
+static void drop_program(tern_cl *cl) {
+    if (cl->program)
+        cl->api.ReleaseProgram(cl->program);
+    cl->program = NULL;
+}
+
+tern_status tern_cl_build_program(tern_cl *cl, tern_error *err) {
+    const char *extra = getenv("TERN_OPENCL_OPTIONS");
+    char defines[400], options[1200];
+    tern_status st = resolve_tunables(cl, extra, defines, sizeof defines, err);
+    if (st != TERN_OK)
+        return st;
+    if (snprintf(options, sizeof options, "-cl-std=CL1.2%s %s", defines, extra ? extra : "") >=
+        (int)sizeof options)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "TERN_OPENCL_OPTIONS is too long");
+
+    uint64_t src_hash = FNV_START;
+    for (int i = 0; i < tern_cl_n_sources; i++)
+        src_hash = fnv1a(src_hash, tern_cl_sources[i], strlen(tern_cl_sources[i]));
+    char key[1600], path[1024];
+    snprintf(key, sizeof key, "%s|%s|%s|%016llx|%s", cl->info.name, cl->info.driver, cl->info.version,
+             (unsigned long long)src_hash, options);
+    const bool cacheable = cache_path(fnv1a(FNV_START, key, strlen(key)), path, sizeof path);
+
+    size_t bin_size = 0;
+    unsigned char *bin = cacheable ? cache_load(path, key, &bin_size) : NULL;
+    if (bin) {
+        cl_int rc, bin_rc;
+        const unsigned char *bins[1] = {bin};
+        cl->program =
+            cl->api.CreateProgramWithBinary(cl->context, 1, &cl->device, &bin_size, bins, &bin_rc, &rc);
+        free(bin);
+        tern_error ignored = {0};
+        if (cl->program && rc == CL_SUCCESS && bin_rc == CL_SUCCESS &&
+            build(cl, options, &ignored) == TERN_OK) {
+            snprintf(cl->origin, sizeof cl->origin, "from the cache %s", path);
+            return TERN_OK;
+        }
+        drop_program(cl); /* a stale or corrupt entry: rebuild from source below */
+    }
+
+    cl_int rc;
+    cl->program = cl->api.CreateProgramWithSource(cl->context, (cl_uint)tern_cl_n_sources,
+                                                  (const char **)tern_cl_sources, NULL, &rc);
+    if (!cl->program || rc != CL_SUCCESS) {
+        drop_program(cl);
+        return tern_error_set(err, TERN_ERR_BACKEND, "clCreateProgramWithSource: %s",
+                              tern_cl_status_name(rc));
+    }
+    if ((st = build(cl, options, err)) != TERN_OK) {
+        drop_program(cl);
+        return st;
+    }
+    snprintf(cl->origin, sizeof cl->origin, "built from source%s", cacheable ? "" : " (no cache directory)");
+    if (cacheable && (bin = program_binary(cl, &bin_size)) != NULL) {
+        cache_store(path, key, bin, bin_size);
+        free(bin);
+    }
+    return TERN_OK;
+}

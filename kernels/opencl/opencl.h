@@ -1,0 +1,162 @@
+/*
+ * kernels/opencl/ — OpenCL device setup and the kernels of the forward pass (docs/opencl.md).
+ *
+ * The OpenCL runtime is loaded with dlopen (libOpenCL.so.1, the ICD loader), so a machine
+ * without any OpenCL still runs tern on the CPU. A tern_cl is one device with its context, one
+ * in-order queue, the program built from the embedded .cl sources (cached on disk as a device
+ * binary) and optionally CLBlast for prefill GEMM.
+ *
+ * Ops only enqueue work: nothing waits for the device until tern_cl_read/tern_cl_finish. The
+ * first failure is remembered (with the call that failed), later ops become no-ops, and
+ * tern_cl_finish reports it as TERN_ERR_BACKEND. Buffers hold f32 activations unless stated.
+ * This module knows devices and kernels, not models.
+ */
+#ifndef TERN_KERNELS_OPENCL_H
+#define TERN_KERNELS_OPENCL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include "gguf/gguf.h"
+
+/* ---- the runtime and its devices ---- */
+
+typedef struct tern_cl_device_info {
+    int index;    /* position in tern_cl_list_devices' list (the --device number) */
+    int platform; /* platform index */
+    char platform_name[96];
+    char name[96];
+    char vendor[96];
+    char driver[64];  /* driver version */
+    char version[64]; /* "OpenCL 3.0 CUDA" */
+    bool is_gpu;      /* CL_DEVICE_TYPE_GPU (auto only picks these) */
+    bool available;   /* available, compiler present, little-endian, OpenCL 1.2+ */
+    uint64_t global_mem, max_alloc, local_mem;
+    int compute_units;
+    size_t max_work_group;
+    bool fp16;      /* cl_khr_fp16 */
+    bool subgroups; /* cl_khr_subgroups or cl_intel_subgroups */
+} tern_cl_device_info;
+
+#define TERN_CL_MAX_DEVICES 32
+
+/* Every device of every platform, in platform order. TERN_ERR_BACKEND with the reason when there
+ * is no runtime ("libOpenCL.so.1 not found") or no platform. TERN_OPENCL_LIBRARY names another
+ * loader library (tests use a missing one). */
+tern_status tern_cl_list_devices(tern_cl_device_info *out, int cap, int *n_out, tern_error *err);
+
+/* ---- one device ---- */
+
+typedef struct tern_cl tern_cl;
+
+/* How prefill products (m >= tern_cl_gemm_min_m tokens) run: our tiled kernel reading quantized
+ * weights, or CLBlast SGEMM on dequantized weight tiles. AUTO: CLBlast on GPUs when it loads. */
+typedef enum tern_cl_gemm_path {
+    TERN_CL_GEMM_AUTO = 0,
+    TERN_CL_GEMM_TILED = 1,
+    TERN_CL_GEMM_CLBLAST = 2
+} tern_cl_gemm_path;
+
+/* Opens device `index` and builds the program. Environment (docs/opencl.md):
+ *   TERN_OPENCL_OPTIONS  extra build options; -DNAME=value overrides a tunable (MV_ROWS, ...)
+ *   TERN_OPENCL_GEMM     tiled | clblast | auto
+ *   TERN_OPENCL_GEMM_MIN_M the smallest batch that takes the prefill path (default 8)
+ *   TERN_OPENCL_SPLIT      bytes: split weights at this size rather than at the device's
+ *                          allocation limit (tests of split weights on a device without one)
+ *   TERN_OPENCL_FAIL_AFTER n: the n-th kernel launch fails (tests of the CPU fallback)
+ * The compiled program is cached in $XDG_CACHE_HOME/tern (or ~/.cache/tern); a cache that
+ * cannot be written is skipped silently and a corrupt entry is rebuilt. */
+tern_status tern_cl_create(int index, tern_cl **out, tern_error *err);
+void tern_cl_free(tern_cl *cl);
+
+const tern_cl_device_info *tern_cl_device(const tern_cl *cl);
+/* "built", or "from the cache <path>"; and the gemm path in use ("clblast", "tiled"). */
+const char *tern_cl_program_origin(const tern_cl *cl);
+const char *tern_cl_gemm_name(const tern_cl *cl);
+/* Choose the prefill path and the smallest batch that uses it (smaller ones use the matvec
+ * kernel once per token). Returns TERN_ERR_UNSUPPORTED when CLBlast is asked for and absent. */
+tern_status tern_cl_set_gemm(tern_cl *cl, tern_cl_gemm_path path, int64_t min_m, tern_error *err);
+/* Device memory allocated through this handle, in bytes. */
+uint64_t tern_cl_memory_used(const tern_cl *cl);
+
+/* Wait for the queue; return (and clear) the first failure since the last call. */
+tern_status tern_cl_finish(tern_cl *cl, tern_error *err);
+
+/* ---- buffers ---- */
+
+/* A device buffer of `bytes`, filled from host (or zeroed when host is NULL). */
+tern_status tern_cl_alloc(tern_cl *cl, size_t bytes, const void *host, cl_mem *out, tern_error *err);
+void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes);
+/* Blocking transfers (a read first waits for every queued op). */
+tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, void *host, tern_error *err);
+tern_status tern_cl_write(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, const void *host,
+                          tern_error *err);
+void tern_cl_copy(tern_cl *cl, cl_mem src, size_t src_offset, cl_mem dst, size_t dst_offset, size_t bytes);
+
+/* ---- weight matrices ---- */
+
+/* n_rows rows of k elements of a weight type, kept as in the file. A matrix larger than the
+ * device's allocation limit is split into parts of whole rows; products run per part. Products
+ * and get_rows need k to be a multiple of 32; 1-D weights (norms, biases) may have any k. */
+typedef struct tern_cl_part {
+    cl_mem mem;
+    int64_t row0, rows;
+} tern_cl_part;
+
+typedef struct tern_cl_matrix {
+    uint32_t type;
+    int64_t k, n_rows;
+    size_t row_bytes;
+    int n_parts;
+    tern_cl_part parts[];
+} tern_cl_matrix;
+
+/* Weight types the kernels read (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K). */
+bool tern_cl_type_supported(uint32_t type);
+tern_status tern_cl_matrix_upload(tern_cl *cl, uint32_t type, int64_t k, int64_t n_rows, const void *data,
+                                  tern_cl_matrix **out, tern_error *err);
+void tern_cl_matrix_free(tern_cl *cl, tern_cl_matrix *w);
+
+/* ---- ops (enqueued; failures are reported by tern_cl_finish) ---- */
+
+/* y[i][r] = sum_j W[r][j] x[i][j] for i < m; x is [m][k], y is [m][n_rows]. */
+void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, cl_mem y);
+/* y[j] = w[j] x for n <= 3 matrices and one token (x: k floats) in one launch, when they can
+ * share it: the same type and k, each in one part (tern_cl_matmul_can_share). */
+bool tern_cl_matmul_can_share(const tern_cl_matrix *a, const tern_cl_matrix *b);
+void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, cl_mem x, const cl_mem *y);
+/* out[i][:] = row rows[i] of w, dequantized, times scale (rows checked by the caller). */
+void tern_cl_get_rows(tern_cl *cl, const tern_cl_matrix *w, const int32_t *rows, int64_t n, float scale,
+                      cl_mem out);
+/* y = x * w / sqrt(mean(x^2) + eps) per row of `width` (w: width floats); x may equal y. */
+void tern_cl_rmsnorm(tern_cl *cl, cl_mem x, cl_mem w, int64_t width, int64_t n_rows, float eps, cl_mem y);
+/* y += t, then out = rmsnorm(y) * w (the residual add and the following norm in one launch). */
+void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem y, cl_mem w, int64_t width, int64_t n_rows, float eps,
+                         cl_mem out);
+/* Rotates n_tokens x n_head heads by the table cos_sin ([position][n_rot] as cos, sin pairs). */
+void tern_cl_rope(tern_cl *cl, cl_mem x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                  bool neox, cl_mem cos_sin, int64_t pos0);
+/* k, v: n rows of k_width / v_width floats stored as f16 at positions pos0.. of kc, vc. */
+void tern_cl_kv_store(tern_cl *cl, cl_mem k, cl_mem v, cl_mem kc, cl_mem vc, int64_t pos0, int64_t n,
+                      int64_t k_width, int64_t v_width);
+
+typedef struct tern_cl_attn_shape {
+    int64_t pos0, n_tokens, n_head, n_head_kv, head_dim_k, head_dim_v, k_width, v_width, window;
+    float scale;
+} tern_cl_attn_shape;
+/* Causal (and sliding-window) attention of n_tokens queries over one layer's FP16 cache. */
+void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out);
+/* out = act(gate) * up over n floats (silu, or gelu_tanh); out may equal gate. */
+void tern_cl_glu(tern_cl *cl, cl_mem gate, cl_mem up, int64_t n, bool gelu, cl_mem out);
+/* y += x over n floats; y[i][:] += b over m rows of width. */
+void tern_cl_add(tern_cl *cl, cl_mem x, int64_t n, cl_mem y);
+void tern_cl_add_bias(tern_cl *cl, cl_mem b, int64_t width, int64_t m, cl_mem y);
+
+/* The largest head size the attention kernel takes (ATT_MAX_D). */
+int64_t tern_cl_max_head_dim(const tern_cl *cl);
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * ops.cl: the row and element-wise operations of the forward pass, with the math of
+ * kernels/cpu/ops_ref.c:
+ *   rmsnorm   y = x * w / sqrt(mean(x^2) + eps), one work-group per row (x may equal y)
+ *   add_rmsnorm  the residual add and the rmsnorm after it, fused
+ *   rope      rotate pairs by the host's (cos, sin) table: pair (2i, 2i+1), or (i, i + n_rot/2) for neox
+ *   glu       out = silu(gate) * up, or gelu_tanh(gate) * up (out may equal gate)
+ *   add       y += x;  add_bias  y[i] += b[i % width]
+ * The reference sums the squares of rmsnorm in double; here they are summed in f32 as a tree,
+ * whose error stays near one rounding for any row length (fp64 is optional in OpenCL).
+ */
+#ifndef NORM_WGS
+#define NORM_WGS 256
+#endif
+
+kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void rmsnorm(global const float *x,
+                                                                           global const float *w, const int n,
+                                                                           const float eps, global float *y) {
+    local float red[NORM_WGS];
+    const int lid = get_local_id(0);
+    const size_t base = (size_t)get_group_id(0) * (size_t)n;
+    float s = 0.0f;
+    for (int i = lid; i < n; i += NORM_WGS)
+        s = mad(x[base + i], x[base + i], s);
+    const float scale = 1.0f / sqrt(group_sum(s, red, NORM_WGS) / (float)n + eps);
+    for (int i = lid; i < n; i += NORM_WGS)
+        y[base + i] = x[base + i] * scale * w[i];
+}
+
+/* y += t, then out = rmsnorm(y) * w, per row: the residual add and the norm that always follows
+ * it in the forward pass, in one launch. The same f32 operations as add then rmsnorm. */
+kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(global float *y, global const float *t,
+                                                                               global const float *w, const int n,
+                                                                               const float eps, global float *out) {
+    local float red[NORM_WGS];
+    const int lid = get_local_id(0);
+    const size_t base = (size_t)get_group_id(0) * (size_t)n;
+    float s = 0.0f;
+    for (int i = lid; i < n; i += NORM_WGS) {
+        const float v = y[base + i] + t[base + i];
+        y[base + i] = v;
+        s = mad(v, v, s);
+    }
+    const float scale = 1.0f / sqrt(group_sum(s, red, NORM_WGS) / (float)n + eps);
+    for (int i = lid; i < n; i += NORM_WGS) /* each work-item reads back only what it wrote */
+        out[base + i] = y[base + i] * scale * w[i];
+}
+
+/* Global size (n_rot/2 rounded up, n_head, n_tokens); cos_sin holds n_rot floats per position. */
+kernel void rope(global float *x, const int n_head, const int head_dim, const int n_rot, const int neox,
+                 global const float *cos_sin, const int pos0) {
+    const int k = get_global_id(0), h = get_global_id(1), t = get_global_id(2);
+    if (k >= n_rot / 2)
+        return;
+    global const float *cs = cos_sin + (size_t)(pos0 + t) * (size_t)n_rot;
+    const float c = cs[2 * k], s = cs[2 * k + 1];
+    global float *head = x + ((size_t)t * (size_t)n_head + (size_t)h) * (size_t)head_dim;
+    const int i0 = neox ? k : 2 * k, i1 = neox ? k + n_rot / 2 : 2 * k + 1;
+    const float a = head[i0], b = head[i1];
+    head[i0] = a * c - b * s;
+    head[i1] = a * s + b * c;
+}
+
+kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void glu(global const float *gate, global const float *up,
+                                                                     global float *out, const int n, const int gelu) {
+    const int i = get_global_id(0);
+    if (i >= n)
+        return;
+    const float z = gate[i];
+    if (gelu) {
+        const float inner = 0.79788456080286535588f * z * (1.0f + 0.044715f * z * z);
+        out[i] = 0.5f * z * (1.0f + tanh(inner)) * up[i];
+    } else {
+        out[i] = z / (1.0f + exp(-z)) * up[i];
+    }
+}
+
+kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void add(global const float *x, global float *y,
+                                                                     const int n) {
+    const int i = get_global_id(0);
+    if (i < n)
+        y[i] += x[i];
+}
+
+kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void add_bias(global const float *b, global float *y,
+                                                                          const int width, const int n) {
+    const int i = get_global_id(0);
+    if (i < n)
+        y[i] += b[i % width];
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The OpenCL backend end to end (docs/opencl.md), on the first OpenCL device (PoCL in CI):
+#  - the golden tests (tests/test_golden.c) on the OpenCL backend;
+#  - the fallbacks: no ICD (an empty OCL_ICD_VENDORS directory) and no runtime library: auto runs
+#    on the CPU and says why, --backend opencl exits 1 with one line; kernels that do not build:
+#    the same;
+#  - tern info --devices.
+# Without any OpenCL platform it says SKIP loudly and exits 0.
+set -u
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/../.."
+TERN=$BUILD/tern
+MODEL=tests/golden/tiny-q4km.gguf
+
+for f in "$TERN" "$BUILD/tests/test_golden"; do
+    if [ ! -x "$f" ]; then
+        echo "!!!!!!!! SKIPPED: $f is missing; opencl.sh tested nothing !!!!!!!!"
+        exit 0
+    fi
+done
+if "$TERN" info --devices 2>&1 | grep -q "no OpenCL platform"; then
+    echo "!!!!!!!! SKIP: no OpenCL platform on this machine; opencl.sh tested nothing !!!!!!!!"
+    exit 0
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export XDG_CACHE_HOME=$tmp/cache
+# Under AddressSanitizer (make asan): PoCL compiles kernels with LLVM, which keeps allocations
+# until exit on purpose; those are not ours. (No C++ is ours either.)
+printf 'leak:libLLVM\nleak:libpocl\nleak:libclang\nleak:libstdc++\n' >"$tmp/lsan.supp"
+export LSAN_OPTIONS="suppressions=$tmp/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+failures=0
+ok() { echo "ok   $1"; }
+fail() {
+    echo "FAIL $1"
+    failures=$((failures + 1))
+}
+# expect DESCRIPTION STATUS PATTERN COMMAND...: exit status STATUS and PATTERN in stdout+stderr.
+expect() {
+    local desc=$1 want=$2 pattern=$3
+    shift 3
+    "$@" >"$tmp/out" 2>&1
+    local got=$?
+    if [ "$got" -ne "$want" ]; then
+        fail "$desc: exit $got, expected $want"
+        sed 's/^/     /' "$tmp/out" | tail -5
+    elif ! grep -q -- "$pattern" "$tmp/out"; then
+        fail "$desc: no '$pattern' in the output"
+        sed 's/^/     /' "$tmp/out" | tail -5
+    else
+        ok "$desc"
+    fi
+}
+run=(run -m "$MODEL" -p "Once upon a time" -n 4 --temp 0)
+
+if TERN_TEST_BACKEND=opencl "$BUILD/tests/test_golden" >"$tmp/golden" 2>&1; then
+    ok "golden tests on the OpenCL backend"
+else
+    fail "golden tests on the OpenCL backend"
+    tail -20 "$tmp/golden"
+fi
+
+expect "info --devices lists the devices and the pick" 0 "auto picks:" "$TERN" info --devices
+expect "forced OpenCL runs" 0 "backend  opencl (" "$TERN" "${run[@]}" --backend opencl
+
+mkdir -p "$tmp/no-icd"
+expect "no ICD, auto: the CPU with the reason" 0 "auto: no OpenCL platform" \
+    env OCL_ICD_VENDORS="$tmp/no-icd" "$TERN" "${run[@]}"
+expect "no ICD, forced: one line and exit 1" 1 "--backend opencl: no OpenCL platform" \
+    env OCL_ICD_VENDORS="$tmp/no-icd" "$TERN" "${run[@]}" --backend opencl
+expect "no runtime library, auto: the CPU with the reason" 0 "auto: no OpenCL platform (/nonexistent/libOpenCL.so.1 not found)" \
+    env TERN_OPENCL_LIBRARY=/nonexistent/libOpenCL.so.1 "$TERN" "${run[@]}"
+expect "no ICD: info --devices says so" 0 "auto picks: cpu" env OCL_ICD_VENDORS="$tmp/no-icd" "$TERN" info --devices
+
+# TERN_OPENCL_ANY_DEVICE=1 lets auto consider CPU-type devices such as PoCL.
+expect "kernels that do not build, auto: the CPU with the reason" 0 "auto: the OpenCL kernels do not build" \
+    env TERN_OPENCL_ANY_DEVICE=1 TERN_OPENCL_OPTIONS=-DTERN_BROKEN_BUILD "$TERN" "${run[@]}"
+expect "kernels that do not build, forced: exit 1" 1 "do not build" \
+    env TERN_OPENCL_OPTIONS=-DTERN_BROKEN_BUILD "$TERN" "${run[@]}" --backend opencl
+
+if [ "$failures" -ne 0 ]; then
+    echo "$failures OpenCL check(s) failed"
+    exit 1
+fi
+echo "all OpenCL checks passed"

@@ -1,0 +1,808 @@
+/*
+ * The OpenCL kernels against the CPU reference kernels (kernels/cpu ref table) and the exact
+ * math, on random data with odd shapes: rows that are not a multiple of any work-group or tile,
+ * rows of k with a tail of pieces beyond the work-group, batches with tile tails. Then the
+ * program cache, weights split by the allocation limit, CLBlast, and the CPU fallbacks of a
+ * context. Runs on whatever OpenCL device is first (PoCL in CI; TERN_TEST_OPENCL_DEVICE picks
+ * another); without any OpenCL platform it prints SKIP and exits 0.
+ *
+ * Tolerances (the reason for each is next to its check):
+ *   matmul   |got - exact| <= 1e-5 * sum_k |w x|  (exact = dequantized weights, f64 sum), and
+ *            |got - cpu| <= 0.02 * sum_k |w x| against the CPU kernel, which quantizes x to 8 bits
+ *   get_rows, kv_store, add, add_bias, copy: exact
+ *   rmsnorm  1e-5 relative;  rope 1e-6 absolute;  glu 2e-6 of |gate * up|;  attention 1e-5 (|v| < 1)
+ */
+#include <dirent.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "engine/backend.h"
+#include "kernels/kernels.h"
+#include "kernels/opencl/opencl.h"
+#include "quant/quant.h"
+#include "tern.h"
+
+static int g_device;
+static tern_cl *g_cl;
+static tern_cpu_kernels g_ref;
+static char g_cache[256]; /* XDG_CACHE_HOME for the whole run: a fresh directory */
+
+static uint32_t g_seed = 12345;
+static float rnd(void) { /* uniform in [-1, 1) */
+    g_seed ^= g_seed << 13;
+    g_seed ^= g_seed >> 17;
+    g_seed ^= g_seed << 5;
+    return (float)(g_seed >> 8) / 8388608.0f - 1.0f;
+}
+
+static float *random_floats(size_t n, float scale) {
+    float *p = malloc(n * sizeof *p);
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = rnd() * scale;
+    return p;
+}
+
+static tern_cl *open_cl(void) {
+    tern_error err = {0};
+    tern_cl *cl = NULL;
+    if (tern_cl_create(g_device, &cl, &err) != TERN_OK)
+        fail_msg("tern_cl_create: %s", err.message);
+    return cl;
+}
+
+static cl_mem put(tern_cl *cl, const void *data, size_t bytes) {
+    tern_error err = {0};
+    cl_mem m;
+    if (tern_cl_alloc(cl, bytes, data, &m, &err) != TERN_OK)
+        fail_msg("alloc: %s", err.message);
+    return m;
+}
+
+static void get(tern_cl *cl, cl_mem m, void *out, size_t bytes) {
+    tern_error err = {0};
+    if (tern_cl_read(cl, m, 0, bytes, out, &err) != TERN_OK)
+        fail_msg("read: %s", err.message);
+}
+
+/* ---- matrix products ---- */
+
+typedef struct weights {
+    uint32_t type;
+    int64_t n, k;
+    size_t row_bytes;
+    uint8_t *q; /* quantized rows */
+    float *deq; /* the same rows dequantized by quant/ */
+} weights;
+
+/* Random rows with scales varying by row (so blocks get different d), quantized by quant/. */
+static weights make_weights(uint32_t type, int64_t n, int64_t k) {
+    const tern_quant_type *qt = tern_quant_type_get(type);
+    weights w = {type, n, k, tern_type_row_bytes(type, k), NULL, NULL};
+    w.q = malloc(w.row_bytes * (size_t)n);
+    w.deq = malloc(sizeof(float) * (size_t)(n * k));
+    float *f = random_floats((size_t)(n * k), 1.0f);
+    assert_non_null(w.q);
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t i = 0; i < k; i++)
+            f[r * k + i] *= 0.25f + (float)(r % 7) + (i % 97 == 0 ? 4.0f : 0.0f);
+        qt->quantize(f + r * k, w.q + (size_t)r * w.row_bytes, k);
+        qt->dequantize(w.q + (size_t)r * w.row_bytes, w.deq + r * k, k);
+    }
+    free(f);
+    return w;
+}
+
+static void free_weights(weights *w) {
+    free(w->q);
+    free(w->deq);
+}
+
+/* y = W x on the device for m tokens, checked against the exact math and the CPU kernel. */
+static void check_matmul(tern_cl *cl, const weights *w, const tern_cl_matrix *dev, int64_t m) {
+    float *x = random_floats((size_t)(m * w->k), 1.0f), *got = malloc(sizeof(float) * (size_t)(m * w->n));
+    float *cpu = malloc(sizeof(float) * (size_t)(m * w->n));
+    cl_mem xd = put(cl, x, sizeof(float) * (size_t)(m * w->k));
+    cl_mem yd = put(cl, NULL, sizeof(float) * (size_t)(m * w->n));
+    tern_cl_matmul(cl, dev, xd, m, yd);
+    get(cl, yd, got, sizeof(float) * (size_t)(m * w->n));
+
+    /* the CPU reference kernel, on activations in the weight type's dot format */
+    const size_t stride = tern_dot_row_bytes(w->type, w->k);
+    uint8_t *act = malloc(stride * (size_t)m);
+    for (int64_t i = 0; i < m; i++)
+        g_ref.quantize_act[tern_dot_format(w->type)](x + i * w->k, act + (size_t)i * stride, w->k);
+    g_ref.gemm[w->type](w->k, w->q, w->row_bytes, w->n, act, stride, m, cpu, w->n);
+
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t r = 0; r < w->n; r++) {
+            double exact = 0, mag = 0;
+            for (int64_t j = 0; j < w->k; j++) {
+                exact += (double)w->deq[r * w->k + j] * x[i * w->k + j];
+                mag += fabs((double)w->deq[r * w->k + j] * x[i * w->k + j]);
+            }
+            const double g = got[i * w->n + r], c = cpu[i * w->n + r];
+            /* f32 sums of k products: rounding grows like sqrt(k) * 2^-24 of the magnitude */
+            if (fabs(g - exact) > 1e-5 * mag + 1e-6)
+                fail_msg("%s %lldx%lld m=%lld: y[%lld][%lld] = %.7g, exact %.7g (magnitude %.3g)",
+                         tern_type_name(w->type), (long long)w->n, (long long)w->k, (long long)m,
+                         (long long)i, (long long)r, g, exact, mag);
+            /* the CPU kernel rounds x to 8 bits (0.4% of a block's largest |x|), far below what a
+             * wrong scale or level gives */
+            if (fabs(g - c) > 0.02 * mag)
+                fail_msg("%s m=%lld: y[%lld][%lld] = %.7g, the CPU reference kernel %.7g (magnitude %.3g)",
+                         tern_type_name(w->type), (long long)m, (long long)i, (long long)r, g, c, mag);
+        }
+    }
+    tern_cl_release(cl, xd, 0);
+    tern_cl_release(cl, yd, 0);
+    free(x);
+    free(got);
+    free(cpu);
+    free(act);
+}
+
+static const uint32_t all_types[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, TERN_TYPE_Q5_K, TERN_TYPE_Q8_0,
+                                     TERN_TYPE_Q4_0, TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_Q5_1,
+                                     TERN_TYPE_F16,  TERN_TYPE_F32,  TERN_TYPE_BF16};
+#define N_TYPES (sizeof all_types / sizeof all_types[0])
+
+static bool k_quant(uint32_t t) {
+    return t == TERN_TYPE_Q4_K || t == TERN_TYPE_Q5_K || t == TERN_TYPE_Q6_K;
+}
+
+static void test_matmul_every_type(void **state) {
+    (void)state;
+    /* 67 rows: not a multiple of MV_ROWS (4) or a tile (64). k: 9 blocks of 256 = 72 pieces, or
+     * 75 blocks of 32: more pieces than the 64 work-items of a matvec group, with a tail. The
+     * batches: 1 (decode), 3 (matvec per token), 9 and 70 (tiled, with a token tail). */
+    const int64_t batches[] = {1, 3, 9, 70};
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const int64_t n = 67, k = k_quant(all_types[t]) ? 2304 : 2400;
+        weights w = make_weights(all_types[t], n, k);
+        tern_cl_matrix *dev = NULL;
+        tern_error err = {0};
+        if (tern_cl_matrix_upload(g_cl, w.type, k, n, w.q, &dev, &err) != TERN_OK)
+            fail_msg("upload %s: %s", tern_type_name(w.type), err.message);
+        for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
+            check_matmul(g_cl, &w, dev, batches[b]);
+        tern_cl_matrix_free(g_cl, dev);
+        free_weights(&w);
+    }
+}
+
+/* Short rows (a single block) and one row: the smallest shapes. */
+static void test_matmul_small_shapes(void **state) {
+    (void)state;
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const int64_t k = k_quant(all_types[t]) ? 256 : 32;
+        const int64_t rows[] = {1, 5};
+        for (size_t r = 0; r < 2; r++) {
+            weights w = make_weights(all_types[t], rows[r], k);
+            tern_cl_matrix *dev = NULL;
+            tern_error err = {0};
+            assert_int_equal(tern_cl_matrix_upload(g_cl, w.type, k, rows[r], w.q, &dev, &err), TERN_OK);
+            check_matmul(g_cl, &w, dev, 1);
+            check_matmul(g_cl, &w, dev, 65);
+            tern_cl_matrix_free(g_cl, dev);
+            free_weights(&w);
+        }
+    }
+}
+
+/* Two or three products over the same token in one launch (q, k, v) give what three launches
+ * give, bit for bit: the same work per row. Rows 67, 13 and 1: uneven work-group counts. */
+static void test_matmul_shared(void **state) {
+    (void)state;
+    const int64_t rows[3] = {67, 13, 1}, k = 768;
+    const uint32_t types[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, TERN_TYPE_Q8_0};
+    for (size_t t = 0; t < 3; t++) {
+        weights w[3];
+        tern_cl_matrix *dev[3];
+        cl_mem y[3], y1[3];
+        tern_error err = {0};
+        float *x = random_floats((size_t)k, 1.0f);
+        cl_mem xd = put(g_cl, x, sizeof(float) * (size_t)k);
+        for (int i = 0; i < 3; i++) {
+            w[i] = make_weights(types[t], rows[i], k);
+            assert_int_equal(tern_cl_matrix_upload(g_cl, types[t], k, rows[i], w[i].q, &dev[i], &err),
+                             TERN_OK);
+            y[i] = put(g_cl, NULL, sizeof(float) * (size_t)rows[i]);
+            y1[i] = put(g_cl, NULL, sizeof(float) * (size_t)rows[i]);
+            tern_cl_matmul(g_cl, dev[i], xd, 1, y1[i]);
+        }
+        assert_true(tern_cl_matmul_can_share(dev[0], dev[2]));
+        for (int n = 2; n <= 3; n++) {
+            tern_cl_matmul_shared(g_cl, (const tern_cl_matrix *const *)dev, n, xd, y);
+            for (int i = 0; i < n; i++) {
+                float a[67], b[67];
+                get(g_cl, y[i], a, sizeof(float) * (size_t)rows[i]);
+                get(g_cl, y1[i], b, sizeof(float) * (size_t)rows[i]);
+                assert_memory_equal(a, b, sizeof(float) * (size_t)rows[i]);
+            }
+        }
+        for (int i = 0; i < 3; i++) {
+            tern_cl_matrix_free(g_cl, dev[i]);
+            tern_cl_release(g_cl, y[i], 0);
+            tern_cl_release(g_cl, y1[i], 0);
+            free_weights(&w[i]);
+        }
+        tern_cl_release(g_cl, xd, 0);
+        free(x);
+    }
+}
+
+/* get_rows is the reference dequantizer's formula in its order, so it matches exactly. */
+static void test_get_rows(void **state) {
+    (void)state;
+    const int32_t ids[] = {5, 0, 66, 5, 31};
+    const float scales[] = {1.0f, 0.5f, 16.0f};
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const int64_t n = 67, k = k_quant(all_types[t]) ? 512 : 96;
+        weights w = make_weights(all_types[t], n, k);
+        tern_cl_matrix *dev = NULL;
+        tern_error err = {0};
+        assert_int_equal(tern_cl_matrix_upload(g_cl, w.type, k, n, w.q, &dev, &err), TERN_OK);
+        cl_mem out = put(g_cl, NULL, sizeof(float) * 5 * (size_t)k);
+        float *got = malloc(sizeof(float) * 5 * (size_t)k);
+        for (size_t s = 0; s < 3; s++) {
+            for (int64_t count = 1; count <= 5; count += 4) {
+                tern_cl_get_rows(g_cl, dev, ids, count, scales[s], out);
+                get(g_cl, out, got, sizeof(float) * (size_t)(count * k));
+                for (int64_t i = 0; i < count; i++)
+                    for (int64_t j = 0; j < k; j++) {
+                        float want = w.deq[ids[i] * k + j];
+                        if (scales[s] != 1.0f)
+                            want *= scales[s];
+                        if (memcmp(&got[i * k + j], &want, sizeof want) != 0) /* bits, zeros' signs too */
+                            fail_msg("%s row %d [%lld] scale %g: %.9g, want %.9g", tern_type_name(w.type),
+                                     ids[i], (long long)j, scales[s], got[i * k + j], want);
+                    }
+            }
+        }
+        tern_cl_release(g_cl, out, 0);
+        tern_cl_matrix_free(g_cl, dev);
+        free(got);
+        free_weights(&w);
+    }
+}
+
+/* ---- row and element-wise ops ---- */
+
+static void test_rmsnorm(void **state) {
+    (void)state;
+    const int64_t width = 300, rows = 3; /* 300: not a multiple of the work-group */
+    float *x = random_floats((size_t)(width * rows), 3.0f), *w = random_floats((size_t)width, 1.0f);
+    float *got = malloc(sizeof(float) * (size_t)(width * rows)),
+          *want = malloc(sizeof(float) * (size_t)(width * rows));
+    for (int64_t r = 0; r < rows; r++)
+        g_ref.rmsnorm(width, x + r * width, w, 1e-5f, want + r * width);
+    cl_mem xd = put(g_cl, x, sizeof(float) * (size_t)(width * rows)),
+           wd = put(g_cl, w, sizeof(float) * (size_t)width);
+    cl_mem yd = put(g_cl, NULL, sizeof(float) * (size_t)(width * rows));
+    for (int in_place = 0; in_place < 2; in_place++) {
+        tern_cl_rmsnorm(g_cl, xd, wd, width, rows, 1e-5f, in_place ? xd : yd);
+        get(g_cl, in_place ? xd : yd, got, sizeof(float) * (size_t)(width * rows));
+        for (int64_t i = 0; i < width * rows; i++) /* f32 tree sum against a double sum */
+            if (fabsf(got[i] - want[i]) > 1e-5f * fabsf(want[i]) + 1e-6f)
+                fail_msg("rmsnorm%s [%lld]: %.7g, want %.7g", in_place ? " in place" : "", (long long)i,
+                         got[i], want[i]);
+    }
+    tern_cl_release(g_cl, xd, 0);
+    tern_cl_release(g_cl, wd, 0);
+    tern_cl_release(g_cl, yd, 0);
+    free(x);
+    free(w);
+    free(got);
+    free(want);
+}
+
+static void test_rope(void **state) {
+    (void)state;
+    const int64_t n_tok = 3, n_head = 5, head_dim = 40, n_rot = 32, pos0 = 7; /* partial rotation */
+    const int64_t n = n_tok * n_head * head_dim;
+    float *table = malloc(sizeof(float) * (size_t)((pos0 + n_tok) * n_rot));
+    for (int64_t p = 0; p < pos0 + n_tok; p++)
+        for (int64_t k = 0; k < n_rot / 2; k++) {
+            const double theta = (double)p * pow(10000.0, -2.0 * (double)k / (double)n_rot);
+            table[p * n_rot + 2 * k] = (float)cos(theta);
+            table[p * n_rot + 2 * k + 1] = (float)sin(theta);
+        }
+    cl_mem td = put(g_cl, table, sizeof(float) * (size_t)((pos0 + n_tok) * n_rot));
+    for (int neox = 0; neox < 2; neox++) {
+        float *x = random_floats((size_t)n, 2.0f), *got = malloc(sizeof(float) * (size_t)n);
+        cl_mem xd = put(g_cl, x, sizeof(float) * (size_t)n);
+        tern_cl_rope(g_cl, xd, n_tok, n_head, head_dim, n_rot, neox, td, pos0);
+        get(g_cl, xd, got, sizeof(float) * (size_t)n);
+        for (int64_t t = 0; t < n_tok; t++)
+            g_ref.rope(x + t * n_head * head_dim, n_head, head_dim, n_rot, table + (pos0 + t) * n_rot, neox);
+        for (int64_t i = 0; i < n; i++) /* the same table; a fused multiply-add may round once less */
+            if (fabsf(got[i] - x[i]) > 1e-6f)
+                fail_msg("rope neox=%d [%lld]: %.7g, want %.7g", neox, (long long)i, got[i], x[i]);
+        tern_cl_release(g_cl, xd, 0);
+        free(x);
+        free(got);
+    }
+    tern_cl_release(g_cl, td, 0);
+    free(table);
+}
+
+static void test_glu_add(void **state) {
+    (void)state;
+    const int64_t n = 1000; /* not a multiple of the work-group */
+    float *g = random_floats((size_t)n, 6.0f), *u = random_floats((size_t)n, 2.0f);
+    float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
+    cl_mem ud = put(g_cl, u, sizeof(float) * (size_t)n);
+    for (int gelu = 0; gelu < 2; gelu++) {
+        cl_mem gd = put(g_cl, g, sizeof(float) * (size_t)n);
+        tern_cl_glu(g_cl, gd, ud, n, gelu, gd); /* in place, as the forward pass does */
+        get(g_cl, gd, got, sizeof(float) * (size_t)n);
+        (gelu ? g_ref.gelu_mul : g_ref.silu_mul)(n, g, u, want);
+        for (int64_t i = 0; i < n; i++) /* exp and tanh are within a few ulp of the terms' size */
+            if (fabsf(got[i] - want[i]) > 2e-6f * fabsf(g[i] * u[i]) + 1e-7f)
+                fail_msg("%s [%lld]: %.7g, want %.7g", gelu ? "gelu" : "silu", (long long)i, got[i], want[i]);
+        tern_cl_release(g_cl, gd, 0);
+    }
+    /* add, add_bias over 4 rows of 250, copy of one row: exact */
+    cl_mem gd = put(g_cl, g, sizeof(float) * (size_t)n);
+    tern_cl_add(g_cl, ud, n, gd);
+    tern_cl_add_bias(g_cl, ud, 250, 4, gd);
+    get(g_cl, gd, got, sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        assert_true(got[i] == (g[i] + u[i]) + u[i % 250]);
+    tern_cl_copy(g_cl, gd, 3 * 250 * sizeof(float), ud, 0, 250 * sizeof(float));
+    get(g_cl, ud, want, sizeof(float) * (size_t)n);
+    assert_memory_equal(want, got + 750, 250 * sizeof(float));
+    assert_memory_equal(want + 250, u + 250, 750 * sizeof(float));
+    tern_cl_release(g_cl, gd, 0);
+    tern_cl_release(g_cl, ud, 0);
+    free(g);
+    free(u);
+    free(want);
+    free(got);
+}
+
+/* KV stores in two batches, then attention of the second batch's queries: GQA (6 heads over
+ * 2), head sizes with a tail (38 is not a multiple of 4), more keys than one chunk (128), full
+ * and sliding-window. */
+static void test_kv_attention(void **state) {
+    (void)state;
+    const int64_t n_head = 6, n_kv = 2, dk = 38, dv = 44, n_ctx = 256, first = 150, second = 50;
+    const int64_t kw = n_kv * dk, vw = n_kv * dv, total = first + second;
+    float *k = random_floats((size_t)(total * kw), 1.5f), *v = random_floats((size_t)(total * vw), 1.0f);
+    float *q = random_floats((size_t)(second * n_head * dk), 1.5f);
+    uint16_t *kh = malloc(2 * (size_t)(n_ctx * kw)), *vh = malloc(2 * (size_t)(n_ctx * vw));
+    cl_mem kc = put(g_cl, NULL, 2 * (size_t)(n_ctx * kw)), vc = put(g_cl, NULL, 2 * (size_t)(n_ctx * vw));
+    for (int part = 0; part < 2; part++) {
+        const int64_t p0 = part ? first : 0, cnt = part ? second : first;
+        cl_mem kd = put(g_cl, k + p0 * kw, sizeof(float) * (size_t)(cnt * kw));
+        cl_mem vd = put(g_cl, v + p0 * vw, sizeof(float) * (size_t)(cnt * vw));
+        tern_cl_kv_store(g_cl, kd, vd, kc, vc, p0, cnt, kw, vw);
+        tern_cl_release(g_cl, kd, 0);
+        tern_cl_release(g_cl, vd, 0);
+    }
+    /* the cache holds exactly the reference's f16 conversion */
+    uint16_t *got16 = malloc(2 * (size_t)(n_ctx * kw));
+    g_ref.f32_to_f16(total * kw, k, kh);
+    g_ref.f32_to_f16(total * vw, v, vh);
+    get(g_cl, kc, got16, 2 * (size_t)(total * kw));
+    assert_memory_equal(got16, kh, 2 * (size_t)(total * kw));
+    free(got16);
+
+    cl_mem qd = put(g_cl, q, sizeof(float) * (size_t)(second * n_head * dk));
+    cl_mem od = put(g_cl, NULL, sizeof(float) * (size_t)(second * n_head * dv));
+    float *got = malloc(sizeof(float) * (size_t)(second * n_head * dv)),
+          *want = malloc(sizeof(float) * (size_t)dv);
+    float *scores = malloc(sizeof(float) * (size_t)n_ctx);
+    const int64_t windows[] = {0, 37};
+    for (int wi = 0; wi < 2; wi++) {
+        const tern_cl_attn_shape s = {first, second, n_head, n_kv, dk, dv, kw, vw, windows[wi], 0.17f};
+        tern_cl_attention(g_cl, qd, kc, vc, &s, od);
+        get(g_cl, od, got, sizeof(float) * (size_t)(second * n_head * dv));
+        for (int64_t t = 0; t < second; t++)
+            for (int64_t h = 0; h < n_head; h++) {
+                const int64_t pos = first + t, hk = h / (n_head / n_kv);
+                const int64_t lo = windows[wi] > 0 && pos + 1 > windows[wi] ? pos + 1 - windows[wi] : 0;
+                g_ref.attn_head(dk, dv, pos + 1 - lo, q + (t * n_head + h) * dk, kh + lo * kw + hk * dk,
+                                (size_t)kw, vh + lo * vw + hk * dv, (size_t)vw, 0.17f, scores, want);
+                for (int64_t d = 0; d < dv; d++) /* |v| < 1: an online softmax rounds differently */
+                    if (fabsf(got[(t * n_head + h) * dv + d] - want[d]) > 1e-5f)
+                        fail_msg("attention window %lld token %lld head %lld [%lld]: %.7g, want %.7g",
+                                 (long long)windows[wi], (long long)t, (long long)h, (long long)d,
+                                 got[(t * n_head + h) * dv + d], want[d]);
+            }
+    }
+    tern_cl_release(g_cl, kc, 0);
+    tern_cl_release(g_cl, vc, 0);
+    tern_cl_release(g_cl, qd, 0);
+    tern_cl_release(g_cl, od, 0);
+    free(k);
+    free(v);
+    free(q);
+    free(kh);
+    free(vh);
+    free(got);
+    free(want);
+    free(scores);
+}
+
+/* ---- weights split by the allocation limit, CLBlast ---- */
+
+/* TERN_OPENCL_SPLIT of 3 rows: 67 rows become 23 parts; every product and lookup must give
+ * what the unsplit matrix gives, bit for bit (the same kernels per row). */
+static void test_split_weights(void **state) {
+    (void)state;
+    weights w = make_weights(TERN_TYPE_Q6_K, 67, 512);
+    char limit[32];
+    snprintf(limit, sizeof limit, "%zu", 3 * w.row_bytes + 5);
+    setenv("TERN_OPENCL_SPLIT", limit, 1);
+    tern_cl *small = open_cl();
+    unsetenv("TERN_OPENCL_SPLIT");
+    tern_cl_matrix *whole = NULL, *split = NULL;
+    tern_error err = {0};
+    assert_int_equal(tern_cl_matrix_upload(g_cl, w.type, w.k, w.n, w.q, &whole, &err), TERN_OK);
+    assert_int_equal(tern_cl_matrix_upload(small, w.type, w.k, w.n, w.q, &split, &err), TERN_OK);
+    assert_int_equal(split->n_parts, 23);
+    assert_int_equal(whole->n_parts, 1);
+    const int64_t m = 9;
+    float *x = random_floats((size_t)(m * w.k), 1.0f);
+    float *a = malloc(sizeof(float) * (size_t)(4 * w.k)), *b = malloc(sizeof(float) * (size_t)(m * w.n));
+    assert_true(4 * w.k >= m * w.n);
+    const int64_t batches[] = {1, m};
+    for (int i = 0; i < 2; i++) {
+        cl_mem xa = put(g_cl, x, sizeof(float) * (size_t)(m * w.k)),
+               ya = put(g_cl, NULL, sizeof(float) * (size_t)(m * w.n));
+        cl_mem xb = put(small, x, sizeof(float) * (size_t)(m * w.k)),
+               yb = put(small, NULL, sizeof(float) * (size_t)(m * w.n));
+        tern_cl_matmul(g_cl, whole, xa, batches[i], ya);
+        tern_cl_matmul(small, split, xb, batches[i], yb);
+        get(g_cl, ya, a, sizeof(float) * (size_t)(batches[i] * w.n));
+        get(small, yb, b, sizeof(float) * (size_t)(batches[i] * w.n));
+        for (int64_t j = 0; j < batches[i] * w.n; j++)
+            if (a[j] != b[j])
+                fail_msg("split m=%lld [%lld]: %.9g, unsplit %.9g", (long long)batches[i], (long long)j, b[j],
+                         a[j]);
+        tern_cl_release(g_cl, xa, 0);
+        tern_cl_release(g_cl, ya, 0);
+        tern_cl_release(small, xb, 0);
+        tern_cl_release(small, yb, 0);
+    }
+    const int32_t ids[] = {66, 2, 3, 40};
+    cl_mem out = put(small, NULL, sizeof(float) * 4 * (size_t)w.k);
+    tern_cl_get_rows(small, split, ids, 4, 1.0f, out);
+    get(small, out, a, sizeof(float) * 4 * (size_t)w.k);
+    for (int i = 0; i < 4; i++)
+        assert_memory_equal(a + i * w.k, w.deq + ids[i] * w.k, sizeof(float) * (size_t)w.k);
+    tern_cl_release(small, out, 0);
+    tern_cl_matrix_free(g_cl, whole);
+    tern_cl_matrix_free(small, split);
+    tern_cl_free(small);
+    free(x);
+    free(a);
+    free(b);
+    free_weights(&w);
+}
+
+/* The prefill path through CLBlast (dequantized tiles + SGEMM), where CLBlast is installed. */
+static void test_clblast(void **state) {
+    (void)state;
+    tern_cl *cl = open_cl();
+    tern_error err = {0};
+    if (tern_cl_set_gemm(cl, TERN_CL_GEMM_CLBLAST, 8, &err) != TERN_OK) {
+        print_message("SKIP (part): %s\n", err.message);
+        tern_cl_free(cl);
+        return;
+    }
+    const uint32_t types[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, TERN_TYPE_Q8_0};
+    for (size_t t = 0; t < 3; t++) {
+        weights w = make_weights(types[t], 67, 768);
+        tern_cl_matrix *dev = NULL;
+        assert_int_equal(tern_cl_matrix_upload(cl, w.type, w.k, w.n, w.q, &dev, &err), TERN_OK);
+        check_matmul(cl, &w, dev, 70);
+        tern_cl_matrix_free(cl, dev);
+        free_weights(&w);
+    }
+    assert_string_equal(tern_cl_gemm_name(cl), "clblast"); /* it was used, not refused */
+    tern_cl_free(cl);
+}
+
+/* ---- the program cache ---- */
+
+static bool find_entry(const char *dir, char *path, size_t cap) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool found = false;
+    while (d && (e = readdir(d)) != NULL && !found)
+        if (!strncmp(e->d_name, "opencl-", 7) && strstr(e->d_name, ".bin"))
+            found = snprintf(path, cap, "%s/%s", dir, e->d_name) < (int)cap;
+    if (d)
+        closedir(d);
+    return found;
+}
+
+static void test_program_cache(void **state) {
+    (void)state;
+    char dir[300], sub[320], entry[600];
+    snprintf(dir, sizeof dir, "%s/cache-test", g_cache);
+    snprintf(sub, sizeof sub, "%s/tern", dir);
+    setenv("XDG_CACHE_HOME", dir, 1);
+    tern_cl *cl = open_cl(); /* first: built, then stored */
+    assert_non_null(strstr(tern_cl_program_origin(cl), "built"));
+    tern_cl_free(cl);
+    assert_true(find_entry(sub, entry, sizeof entry));
+    cl = open_cl(); /* second: loaded */
+    assert_non_null(strstr(tern_cl_program_origin(cl), "from the cache"));
+    tern_cl_free(cl);
+
+    /* a corrupt entry (bytes flipped in the middle) is ignored, rebuilt and rewritten */
+    FILE *f = fopen(entry, "r+b");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    const long size = ftell(f);
+    fseek(f, size / 2, SEEK_SET);
+    fwrite("garbage!", 1, 8, f);
+    fclose(f);
+    cl = open_cl();
+    assert_non_null(strstr(tern_cl_program_origin(cl), "built"));
+    tern_cl_free(cl);
+    cl = open_cl();
+    assert_non_null(strstr(tern_cl_program_origin(cl), "from the cache"));
+    tern_cl_free(cl);
+    /* a truncated entry too */
+    assert_int_equal(truncate(entry, 20), 0);
+    cl = open_cl();
+    assert_non_null(strstr(tern_cl_program_origin(cl), "built"));
+    tern_cl_free(cl);
+
+    /* a cache that cannot be written is skipped silently */
+    setenv("XDG_CACHE_HOME", "/proc/no-such-dir", 1);
+    cl = open_cl();
+    assert_non_null(strstr(tern_cl_program_origin(cl), "built"));
+    tern_cl_free(cl);
+    setenv("XDG_CACHE_HOME", g_cache, 1);
+}
+
+/* A build error is an error with the compiler's message, never a crash. */
+static void test_build_failure(void **state) {
+    (void)state;
+    setenv("TERN_OPENCL_OPTIONS", "-DTERN_BROKEN_BUILD", 1);
+    tern_cl *cl = NULL;
+    tern_error err = {0};
+    assert_int_equal(tern_cl_create(g_device, &cl, &err), TERN_ERR_BACKEND);
+    assert_null(cl);
+    assert_non_null(strstr(err.message, "do not build"));
+    setenv("TERN_OPENCL_OPTIONS", "-DMV_WGS=48", 1); /* a bad tunable is refused before building */
+    assert_int_equal(tern_cl_create(g_device, &cl, &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "power of two"));
+    unsetenv("TERN_OPENCL_OPTIONS");
+    setenv("TERN_OPENCL_LIBRARY", "/nonexistent/libOpenCL.so.1", 1); /* no runtime at all */
+    int n = -1;
+    tern_cl_device_info list[4];
+    assert_int_equal(tern_cl_list_devices(list, 4, &n, &err), TERN_ERR_BACKEND);
+    assert_non_null(strstr(err.message, "no OpenCL platform"));
+    unsetenv("TERN_OPENCL_LIBRARY");
+}
+
+/* ---- contexts: the choice of backend and the fallbacks to the CPU ---- */
+
+#define MODEL "tests/golden/tiny-q4km.gguf"
+
+static tern_context *open_context(tern_model *m, tern_backend_kind kind, tern_error *err) {
+    tern_context_params cp = tern_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 8;
+    cp.backend = kind;
+    cp.device = kind == TERN_BACKEND_OPENCL ? g_device : -1;
+    tern_context *c = NULL;
+    tern_context_create(m, &cp, &c, err);
+    return c;
+}
+
+/* The device that does not build: auto runs on the CPU and says why; forced is an error. */
+static void test_context_build_failure(void **state) {
+    (void)state;
+    tern_error err = {0};
+    tern_model *m = NULL;
+    assert_int_equal(tern_model_load(MODEL, &m, &err), TERN_OK);
+    setenv("TERN_OPENCL_ANY_DEVICE", "1", 1); /* PoCL is a CPU-type device */
+    setenv("TERN_OPENCL_OPTIONS", "-DTERN_BROKEN_BUILD", 1);
+    tern_context *c = open_context(m, TERN_BACKEND_AUTO, &err);
+    assert_non_null(c);
+    tern_context_info info;
+    tern_context_get_info(c, &info);
+    print_message("  auto with a broken build: %s — %s\n", info.backend, info.backend_reason);
+    assert_true(!strncmp(info.backend, "cpu", 3));
+    assert_non_null(strstr(info.backend_reason, "do not build"));
+    tern_context_free(c);
+    assert_null(open_context(m, TERN_BACKEND_OPENCL, &err));
+    assert_int_equal(err.status, TERN_ERR_BACKEND);
+    assert_non_null(strstr(err.message, "do not build"));
+    unsetenv("TERN_OPENCL_OPTIONS");
+    unsetenv("TERN_OPENCL_ANY_DEVICE");
+    tern_model_free(m);
+}
+
+/* A failure while running (injected at the 100th launch, in the second eval): auto moves to the
+ * CPU, rebuilds the KV cache from the tokens it holds, and ends with the CPU's logits; forced
+ * reports the error. */
+static void test_context_runtime_failure(void **state) {
+    (void)state;
+    tern_error err = {0};
+    tern_model *m = NULL;
+    assert_int_equal(tern_model_load(MODEL, &m, &err), TERN_OK);
+    const int32_t tokens[] = {1, 9038, 2501, 263, 931, 29892, 727, 471, 263};
+    tern_context *cpu = open_context(m, TERN_BACKEND_CPU, &err);
+    assert_non_null(cpu);
+    assert_int_equal(tern_eval(cpu, tokens, 9, &err), TERN_OK);
+
+    setenv("TERN_OPENCL_ANY_DEVICE", "1", 1);
+    setenv("TERN_OPENCL_FAIL_AFTER", "100", 1);
+    tern_context *c = open_context(m, TERN_BACKEND_AUTO, &err);
+    assert_non_null(c);
+    tern_context_info info;
+    tern_context_get_info(c, &info);
+    assert_true(!strncmp(info.backend, "opencl", 6));
+    assert_int_equal(tern_eval(c, tokens, 5, &err), TERN_OK);
+    assert_int_equal(tern_eval(c, tokens + 5, 4, &err), TERN_OK); /* fails inside, then goes on */
+    tern_context_get_info(c, &info);
+    print_message("  after the injected failure: %s — %s\n", info.backend, info.backend_reason);
+    assert_true(!strncmp(info.backend, "cpu", 3));
+    assert_non_null(strstr(info.backend_reason, "TERN_OPENCL_FAIL_AFTER"));
+    const float *a = tern_get_logits(c), *b = tern_get_logits(cpu);
+    for (int64_t i = 0; i < tern_model_n_vocab(m); i++)
+        assert_true(fabsf(a[i] - b[i]) <= 1e-4f);
+    tern_context_free(c);
+
+    c = open_context(m, TERN_BACKEND_OPENCL, &err);
+    assert_non_null(c);
+    assert_int_equal(tern_eval(c, tokens, 5, &err), TERN_OK);
+    assert_int_equal(tern_eval(c, tokens + 5, 4, &err), TERN_ERR_BACKEND);
+    assert_non_null(strstr(err.message, "TERN_OPENCL_FAIL_AFTER"));
+    tern_context_free(c);
+    unsetenv("TERN_OPENCL_FAIL_AFTER");
+    unsetenv("TERN_OPENCL_ANY_DEVICE");
+    tern_context_free(cpu);
+    tern_model_free(m);
+}
+
+/* ---- the backend's own parts: rope tables (frequency factors, several parameter sets, positions
+ * past the first fill) against the CPU backend ---- */
+
+static tern_buf *upload_rows(tern_backend *be, const float *data, int64_t rows, int64_t width) {
+    tern_gguf_tensor t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "test");
+    t.type = TERN_TYPE_F32;
+    t.n_dims = 2;
+    t.ne[0] = width;
+    t.ne[1] = rows;
+    t.ne[2] = t.ne[3] = 1;
+    t.n_elements = rows * width;
+    t.nbytes = (uint64_t)(rows * width) * 4;
+    t.data = (const uint8_t *)data;
+    tern_error err = {0};
+    tern_weight *w = NULL;
+    tern_buf *b = NULL;
+    if (be->ops->weight_create(be, &t, &w, &err) != TERN_OK ||
+        be->ops->buf_create(be, rows * width, &b, &err))
+        fail_msg("upload: %s", err.message);
+    int32_t ids[16];
+    for (int i = 0; i < rows; i++)
+        ids[i] = i;
+    be->ops->get_rows(be, w, ids, rows, 1.0f, b);
+    be->ops->finish(be, &err);
+    be->ops->weight_free(be, w);
+    return b;
+}
+
+static void test_backend_rope(void **state) {
+    (void)state;
+    tern_error err = {0};
+    tern_backend *bes[2] = {NULL, NULL};
+    assert_int_equal(tern_backend_opencl_create(g_device, false, &bes[0], &err), TERN_OK);
+    assert_int_equal(tern_backend_cpu_create(1, NULL, "ref", &bes[1], &err), TERN_OK);
+    const int64_t n_tok = 3, n_head = 3, head_dim = 32, n_rot = 24;
+    float factors[12];
+    for (int i = 0; i < 12; i++)
+        factors[i] = 1.0f + (float)i * 0.7f;
+    float *x = random_floats((size_t)(n_tok * n_head * head_dim), 2.0f);
+    float out[2][3 * 3 * 32];
+    const tern_kv_shape kv = {1, 1000, 32, 32};
+    for (int b = 0; b < 2; b++) {
+        tern_backend *be = bes[b];
+        assert_int_equal(be->ops->kv_create(be, &kv, &err), TERN_OK);
+        tern_gguf_tensor ft;
+        memset(&ft, 0, sizeof ft);
+        ft.type = TERN_TYPE_F32;
+        ft.n_dims = 1;
+        ft.ne[0] = 12;
+        ft.ne[1] = ft.ne[2] = ft.ne[3] = 1;
+        ft.n_elements = 12;
+        ft.nbytes = sizeof factors;
+        ft.data = (const uint8_t *)factors;
+        tern_weight *fw = NULL;
+        assert_int_equal(be->ops->weight_create(be, &ft, &fw, &err), TERN_OK);
+        tern_buf *xb = upload_rows(be, x, n_tok, n_head * head_dim);
+        /* three parameter sets in turn, positions 5.., 300.. (a second table fill), 990.. (the end) */
+        const tern_rope_params ps[] = {
+            {5, n_tok, n_head, head_dim, n_rot, 10000.0f, 1.0f, false, NULL},
+            {300, n_tok, n_head, head_dim, n_rot, 1e6f, 0.25f, true, fw},
+            {990, n_tok, n_head, head_dim, n_rot, 10000.0f, 1.0f, false, NULL},
+        };
+        for (int i = 0; i < 3; i++)
+            be->ops->rope(be, xb, &ps[i]);
+        assert_int_equal(be->ops->read(be, xb, 0, n_tok * n_head * head_dim, out[b], &err), TERN_OK);
+        be->ops->buf_free(be, xb);
+        be->ops->weight_free(be, fw);
+        be->ops->destroy(be);
+    }
+    for (int i = 0; i < n_tok * n_head * head_dim; i++) /* identical tables; rotations may fuse */
+        if (fabsf(out[0][i] - out[1][i]) > 2e-6f)
+            fail_msg("rope [%d]: opencl %.7g, cpu %.7g", i, out[0][i], out[1][i]);
+    free(x);
+}
+
+/* Under AddressSanitizer: PoCL compiles kernels with LLVM, which keeps allocations until exit on
+ * purpose; those are not ours (and no C++ is ours). */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) {
+    return "leak:libLLVM\nleak:libpocl\nleak:libclang\nleak:libstdc++\n";
+}
+
+int main(void) {
+    const char *dev = getenv("TERN_TEST_OPENCL_DEVICE");
+    g_device = dev ? atoi(dev) : 0;
+    tern_cl_device_info list[TERN_CL_MAX_DEVICES];
+    int n = 0;
+    tern_error err = {0};
+    if (tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, &err) != TERN_OK &&
+        strstr(err.message, "no OpenCL platform")) {
+        printf("!!!!!!!! SKIP: %s; test_opencl tested nothing !!!!!!!!\n", err.message);
+        return 0;
+    }
+    if (n <= g_device) {
+        printf("FAIL: OpenCL device %d not found: %s\n", g_device, err.message);
+        return 1;
+    }
+    printf("OpenCL device %d: %s (%s, %s)\n", g_device, list[g_device].name, list[g_device].platform_name,
+           list[g_device].version);
+    /* a private program cache, so the cache test starts from nothing */
+    snprintf(g_cache, sizeof g_cache, "/tmp/tern-test-opencl-XXXXXX");
+    if (!mkdtemp(g_cache))
+        return 1;
+    setenv("XDG_CACHE_HOME", g_cache, 1);
+    tern_cpu_kernels_ref(&g_ref);
+    g_cl = open_cl();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_every_type),
+        cmocka_unit_test(test_matmul_small_shapes),
+        cmocka_unit_test(test_matmul_shared),
+        cmocka_unit_test(test_get_rows),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_glu_add),
+        cmocka_unit_test(test_kv_attention),
+        cmocka_unit_test(test_split_weights),
+        cmocka_unit_test(test_clblast),
+        cmocka_unit_test(test_program_cache),
+        cmocka_unit_test(test_build_failure),
+        cmocka_unit_test(test_context_build_failure),
+        cmocka_unit_test(test_context_runtime_failure),
+        cmocka_unit_test(test_backend_rope),
+    };
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    tern_cl_free(g_cl);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_cache);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", g_cache);
+    return failed;
+}
