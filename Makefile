@@ -98,8 +98,10 @@ setup: deps models
 check: all $(TEST_BIN)
 	@BUILD=$(BUILD) bash tests/run.sh
 
+# CI's command: set-up, every test, then each fuzz harness for a short bounded time.
 test: setup
 	@$(MAKE) --no-print-directory check
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 
 asan:
 	@$(MAKE) --no-print-directory check BUILD=build-asan CC=clang \
@@ -112,6 +114,7 @@ arm64:
 
 # ---- fuzzing: every tests/fuzz/fuzz_*.c under libFuzzer for FUZZ_SECONDS each ---------------------
 FUZZ_SECONDS ?= 30
+TEST_FUZZ_SECONDS ?= 20
 fuzz:
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh
 
