@@ -536,23 +536,29 @@ tern_status tern_backend_opencl_create(int device, bool gpu_only, tern_backend *
     tern_status st = tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, err);
     if (st != TERN_OK)
         return st;
-    /* The first device that qualifies and passes; otherwise the reason of the first failure,
-     * or the list of devices that did not qualify. */
+    /* GPUs first, then (when not gpu_only: --backend opencl forced) the other devices, so a
+     * forced run lands on the GPU even when PoCL's platform is listed first. The first device
+     * that passes wins; otherwise the reason of the first failure, or the list of devices that
+     * did not qualify. */
     char skipped[256] = "";
     size_t used = 0;
     tern_error first = {0};
-    for (int i = 0; i < n; i++) {
-        if (!list[i].available || (gpu_only && !list[i].is_gpu)) {
-            if (used < sizeof skipped)
-                used += (size_t)snprintf(skipped + used, sizeof skipped - used, "%s%s: %s", used ? "; " : "",
-                                         list[i].name, !list[i].available ? "unusable" : "not a GPU");
-            continue;
+    for (int pass = 0; pass < (gpu_only ? 1 : 2); pass++) {
+        for (int i = 0; i < n; i++) {
+            if (list[i].is_gpu != (pass == 0) && !(gpu_only && !list[i].is_gpu))
+                continue;
+            if (!list[i].available || (gpu_only && !list[i].is_gpu)) {
+                if (used < sizeof skipped)
+                    used += (size_t)snprintf(skipped + used, sizeof skipped - used, "%s%s: %s", used ? "; " : "",
+                                             list[i].name, !list[i].available ? "unusable" : "not a GPU");
+                continue;
+            }
+            tern_error e = {0};
+            if ((st = create_on(i, out, &e)) == TERN_OK)
+                return TERN_OK;
+            if (first.status == TERN_OK)
+                first = e;
         }
-        tern_error e = {0};
-        if ((st = create_on(i, out, &e)) == TERN_OK)
-            return TERN_OK;
-        if (first.status == TERN_OK)
-            first = e;
     }
     if (first.status != TERN_OK)
         return tern_error_set(err, first.status, "%s", first.message);
