@@ -98,13 +98,16 @@ setup: deps models
 check: all $(TEST_BIN)
 	@BUILD=$(BUILD) bash tests/run.sh
 
-# CI's command: set-up, every test, then each fuzz harness for a short bounded time.
+# CI's command: set-up, every test, the suite again under ASan + UBSan, then each fuzz harness
+# for a short bounded time.
 test: setup
 	@$(MAKE) --no-print-directory check
+	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 
+# allocator_may_return_null: the tests check that impossible allocations fail cleanly.
 asan:
-	@$(MAKE) --no-print-directory check BUILD=build-asan CC=clang \
+	@ASAN_OPTIONS=allocator_may_return_null=1 $(MAKE) --no-print-directory check BUILD=build-asan CC=clang \
 	  OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  LDFLAGS="-fsanitize=address,undefined"
 

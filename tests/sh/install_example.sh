@@ -12,7 +12,8 @@ for f in lib/libtern.a include/tern.h lib/pkgconfig/tern.pc bin/tern; do
 done
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 # shellcheck disable=SC2046
-cc -std=c11 -Wall -Wextra -Werror docs/example.c $(pkg-config --cflags --libs tern) -o "$tmp/example" \
+# Under make asan the library carries sanitizer calls: link with the same compiler and flags.
+${CC:-cc} -std=c11 -Wall -Wextra -Werror docs/example.c $(pkg-config --cflags --libs tern) ${LDFLAGS:-} -o "$tmp/example" \
     || fail "the example does not build against the installed library"
 out=$("$tmp/example" tests/golden/tiny-q4km.gguf "Once upon a time" 2>&1) || fail "example exited $?: $out"
 echo "example: $out"
