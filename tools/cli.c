@@ -311,3 +311,18 @@ char *tern_cli_read_file(const char *path, size_t *len) {
     return buf;
 }
 
+
+bool tern_cli_text_append(tern_cli_text *t, const char *s, size_t len) {
+    if (t->len + len + 1 > t->cap) {
+        size_t cap = (t->cap ? t->cap * 2 : 1024) + len;
+        char *d = realloc(t->data, cap);
+        if (!d)
+            return false;
+        t->data = d;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, s, len);
+    t->len += len;
+    t->data[t->len] = 0;
+    return true;
+}

@@ -32,6 +32,14 @@ bool tern_cli_float(const char *flag, const char *s, double lo, double hi, doubl
 const char *tern_cli_value(int argc, char **argv, int *i);
 /* "1.23 GiB" / "45.6 MiB" / "789 KiB" */
 const char *tern_cli_bytes(uint64_t bytes, char *buf, size_t cap);
+/* A growing NUL-terminated text (answers, --json text). Zero-initialise; free(t.data) at the end. */
+typedef struct tern_cli_text {
+    char *data;
+    size_t len, cap;
+} tern_cli_text;
+/* Appends; false when out of memory (the text is then unchanged). */
+bool tern_cli_text_append(tern_cli_text *t, const char *s, size_t len);
+
 /* Whole file into a NUL-terminated buffer (free it); NULL when unreadable, errno says why (EFBIG:
  * over TERN_CLI_MAX_FILE, refused without reading it all). */
 #define TERN_CLI_MAX_FILE ((uint64_t)1 << 30)

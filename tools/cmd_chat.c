@@ -70,27 +70,14 @@ static void conversation_clear(conversation *c, size_t keep) {
         free(c->owned[--c->n]);
 }
 
-typedef struct answer {
-    char *text;
-    size_t len, cap;
-} answer;
+typedef tern_cli_text answer;
 
 static void on_piece(void *user, const char *piece, size_t len, int32_t token) {
     (void)token;
     answer *a = user;
     fwrite(piece, 1, len, stdout);
     fflush(stdout);
-    if (a->len + len + 1 > a->cap) {
-        size_t cap = (a->cap ? a->cap * 2 : 1024) + len;
-        char *t = realloc(a->text, cap);
-        if (!t)
-            return;
-        a->text = t;
-        a->cap = cap;
-    }
-    memcpy(a->text + a->len, piece, len);
-    a->len += len;
-    a->text[a->len] = 0;
+    tern_cli_text_append(a, piece, len);
 }
 
 /* Waits until stdin has input, with SIGINT blocked except inside pselect: a Ctrl-C that comes
@@ -258,8 +245,8 @@ int tern_cmd_chat(int argc, char **argv) {
             common--; /* re-evaluate the last token to get fresh logits */
         tern_context_truncate(ctx, (int64_t)common, NULL);
         ans.len = 0;
-        if (ans.text)
-            ans.text[0] = 0;
+        if (ans.data)
+            ans.data[0] = 0;
         st = tern_generate(ctx, model, sampler, tokens + common, n_tokens - common, n_predict, &interrupts,
                            on_piece, &ans, NULL, 0, &last, &err);
         last.n_prompt = (int64_t)(n_tokens - common);
@@ -279,7 +266,7 @@ int tern_cmd_chat(int argc, char **argv) {
             fprintf(stderr, "(the context of %zu tokens is full: /reset to start over, or restart with a larger "
                             "--ctx)\n",
                     n_ctx);
-        if (!conversation_add(&conv, "assistant", ans.text ? ans.text : "", ans.len))
+        if (!conversation_add(&conv, "assistant", ans.data ? ans.data : "", ans.len))
             goto oom;
     }
     fprintf(stderr, "\nbye\n");
@@ -291,7 +278,7 @@ done:
     conversation_clear(&conv, 0);
     free(conv.msgs);
     free(conv.owned);
-    free(ans.text);
+    free(ans.data);
     free(line);
     free(tokens);
     free(cached);

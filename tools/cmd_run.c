@@ -26,26 +26,9 @@ static void print_piece(void *user, const char *piece, size_t len, int32_t token
     fflush(stdout);
 }
 
-/* Appends text to a growing buffer (for --json). */
-typedef struct text_buf {
-    char *data;
-    size_t len, cap;
-} text_buf;
-
 static void collect_piece(void *user, const char *piece, size_t len, int32_t token) {
     (void)token;
-    text_buf *b = user;
-    if (b->len + len + 1 > b->cap) {
-        size_t cap = (b->cap ? b->cap * 2 : 4096) + len;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, piece, len);
-    b->len += len;
-    b->data[b->len] = 0;
+    tern_cli_text_append(user, piece, len);
 }
 
 int tern_cmd_run(int argc, char **argv) {
@@ -97,7 +80,7 @@ int tern_cmd_run(int argc, char **argv) {
     tern_context *ctx = NULL;
     tern_sampler *sampler = NULL;
     int32_t *tokens = NULL, *generated = NULL;
-    text_buf text = {0};
+    tern_cli_text text = {0};
     int rc = tern_run_setup("run", &o, &model, &ctx);
     if (rc != TERN_EXIT_OK)
         goto done;
