@@ -260,14 +260,9 @@ void tern_quantize_row_q3_k(const float *restrict src, void *restrict dst, int64
     float scales[QK / 16];
     for (int64_t i = 0; i < n / QK; i++) {
         const float *x = src + i * QK;
-        float max_scale = 0.0f, amax = 0.0f;
-        for (int t = 0; t < QK / 16; t++) {
+        for (int t = 0; t < QK / 16; t++)
             scales[t] = search_symmetric_refine(16, 4, x + 16 * t, L + 16 * t);
-            if (fabsf(scales[t]) > amax) {
-                amax = fabsf(scales[t]);
-                max_scale = scales[t];
-            }
-        }
+        const float max_scale = signed_absmax(scales, QK / 16);
         memset(b[i].scales, 0, sizeof b[i].scales);
         if (max_scale != 0.0f) {
             const float iscale = -32.0f / max_scale;
@@ -400,15 +395,10 @@ void tern_quantize_row_q6_k(const float *restrict src, void *restrict dst, int64
     float scales[QK / 16];
     for (int64_t i = 0; i < n / QK; i++) {
         const float *x = src + i * QK;
-        float max_scale = 0.0f, max_abs_scale = 0.0f;
-        for (int t = 0; t < QK / 16; t++) {
+        for (int t = 0; t < QK / 16; t++)
             scales[t] = search_symmetric(16, 32, x + 16 * t, L + 16 * t);
-            if (fabsf(scales[t]) > max_abs_scale) {
-                max_abs_scale = fabsf(scales[t]);
-                max_scale = scales[t];
-            }
-        }
-        if (max_abs_scale < GROUP_MAX_EPS) {
+        const float max_scale = signed_absmax(scales, QK / 16);
+        if (fabsf(max_scale) < GROUP_MAX_EPS) {
             memset(&b[i], 0, sizeof b[i]);
             continue;
         }
