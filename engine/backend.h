@@ -46,6 +46,11 @@ typedef struct tern_rope_params {
     const tern_weight *freq_factors; /* rope_freqs [n_rot/2] or NULL */
 } tern_rope_params;
 
+/* The (cos, sin) pairs RoPE rotates position pos by, for pairs k < n_rot/2, in double
+ * (formats.md §5.1): theta_k = pos * freq_scale * base^(-2k/n_rot) / factors[k]. Both backends use
+ * it, so their rotations agree exactly. factors may be NULL. cs holds n_rot floats. */
+void tern_rope_cos_sin(int64_t pos, float base, float freq_scale, int64_t n_rot, const float *factors, float *cs);
+
 typedef struct tern_backend_ops {
     const char *name;
     /* True when matmul quantizes its input (CPU: Q8 blocks), which turns inf/NaN into finite

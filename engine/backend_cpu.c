@@ -268,14 +268,7 @@ static void rope_run(void *arg, int ith, int nth) {
     int64_t lo, hi;
     split_range(p->n_tokens, ith, nth, 1, &lo, &hi);
     for (int64_t i = lo; i < hi; i++) {
-        double pos = (double)(p->pos0 + i) * p->freq_scale;
-        for (int64_t k = 0; k < p->n_rot / 2; k++) {
-            double theta = pos * pow(p->base, -2.0 * (double)k / (double)p->n_rot);
-            if (factors)
-                theta /= factors[k];
-            cs[2 * k] = (float)cos(theta);
-            cs[2 * k + 1] = (float)sin(theta);
-        }
+        tern_rope_cos_sin(p->pos0 + i, p->base, p->freq_scale, p->n_rot, factors, cs);
         t->c->kernels.rope(t->x + i * p->n_head * p->head_dim, p->n_head, p->head_dim, p->n_rot, cs, p->neox);
     }
 }

@@ -287,17 +287,8 @@ static rope_table *rope_table_for(ocl_backend *b, const tern_rope_params *p, int
         int64_t end = (need + ROPE_CHUNK - 1) / ROPE_CHUNK * ROPE_CHUNK;
         end = end < b->kv.n_ctx ? end : b->kv.n_ctx;
         const float *factors = t->factors ? t->factors->host : NULL;
-        for (int64_t pos = t->filled; pos < end; pos++) {
-            const double scaled = (double)pos * t->freq_scale;
-            float *cs = t->host + pos * t->n_rot;
-            for (int64_t k = 0; k < t->n_rot / 2; k++) {
-                double theta = scaled * pow(t->base, -2.0 * (double)k / (double)t->n_rot);
-                if (factors)
-                    theta /= factors[k];
-                cs[2 * k] = (float)cos(theta);
-                cs[2 * k + 1] = (float)sin(theta);
-            }
-        }
+        for (int64_t pos = t->filled; pos < end; pos++)
+            tern_rope_cos_sin(pos, t->base, t->freq_scale, t->n_rot, factors, t->host + pos * t->n_rot);
         tern_error err = {0};
         const size_t row = (size_t)t->n_rot * sizeof(float);
         if (tern_cl_write(b->cl, t->mem, (size_t)t->filled * row, (size_t)(end - t->filled) * row,

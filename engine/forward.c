@@ -13,6 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+void tern_rope_cos_sin(int64_t pos, float base, float freq_scale, int64_t n_rot, const float *factors, float *cs) {
+    const double scaled = (double)pos * freq_scale;
+    for (int64_t k = 0; k < n_rot / 2; k++) {
+        double theta = scaled * pow(base, -2.0 * (double)k / (double)n_rot);
+        if (factors)
+            theta /= factors[k];
+        cs[2 * k] = (float)cos(theta);
+        cs[2 * k + 1] = (float)sin(theta);
+    }
+}
+
 uint64_t tern_kv_cache_bytes(const tern_hparams *hp, int64_t n_ctx) {
     return (uint64_t)hp->n_layer * (uint64_t)n_ctx * (uint64_t)hp->n_head_kv *
            (uint64_t)(hp->head_dim_k + hp->head_dim_v) * 2u;
