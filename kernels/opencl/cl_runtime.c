@@ -110,12 +110,21 @@ tern_status tern_cl_api_load(tern_cl_api *api, tern_error *err) {
     return TERN_OK;
 }
 
+/* A device string, cut to cap - 1 bytes: drivers' strings can be longer than our fields (PoCL's
+ * CL_DEVICE_VERSION names the host CPU: "OpenCL 3.0 PoCL HSTR: pthread-x86_64-...-skylake-avx512"),
+ * and a query into a too-small buffer fails instead of truncating. */
 static void device_string(const tern_cl_api *api, cl_device_id d, cl_device_info what, char *out,
                           size_t cap) {
-    out[0] = '\0';
-    if (api->GetDeviceInfo(d, what, cap, out, NULL) != CL_SUCCESS)
-        snprintf(out, cap, "?");
-    out[cap - 1] = '\0';
+    size_t need = 0;
+    char *full = NULL;
+    snprintf(out, cap, "?");
+    if (api->GetDeviceInfo(d, what, 0, NULL, &need) != CL_SUCCESS || need == 0 || !(full = malloc(need + 1)))
+        return;
+    if (api->GetDeviceInfo(d, what, need, full, NULL) == CL_SUCCESS) {
+        full[need] = '\0';
+        snprintf(out, cap, "%s", full);
+    }
+    free(full);
 }
 
 /* OpenCL 1.2 or later from "OpenCL <major>.<minor> ...". */
