@@ -3,10 +3,19 @@
  * cache is FP16, and every op is split across a persistent thread pool by rows (matmul), by
  * (token, head) pairs (attention) or by tokens (norms, rope). Ops run synchronously; scratch is
  * sized once, so the per-token path allocates nothing.
+ *
+ * Work goes to the pool as tasks (tern_threadpool_run_tasks): a thread the scheduler does not run
+ * (another process on its core) holds nothing up, the running threads take its share. A matmul
+ * is cut into more tasks than threads so that its shares even out; ops with per-thread scratch
+ * (rope, attention) use at most one task per thread. Work too small to be worth a wake-up (one
+ * token's norm, rope, embedding row or quantization, a short elementwise op) runs on the calling
+ * thread alone, which in decode leaves about 8 pool jobs per layer instead of 22.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "engine/backend.h"
 #include "engine/threadpool.h"
@@ -20,6 +29,7 @@ struct tern_buf {
 
 struct tern_weight {
     const uint8_t *data;
+    uint8_t *copy; /* data's own copy under TERN_CPU_COPY_WEIGHTS=1, else NULL */
     uint32_t type;
     int64_t k;        /* ne[0]: elements per row */
     int64_t n_rows;   /* ne[1] */
@@ -36,12 +46,24 @@ typedef struct cpu_backend {
     tern_kv_shape kv;
     uint16_t *k_cache, *v_cache;
 
-    /* Scratch: activations quantized to a dot format, grown on first use only. */
+    /* Scratch: activations quantized to a dot format, grown on first use only. act_src, act_fmt,
+     * act_k and act_m say what act holds while act_valid: q/k/v (and gate/up) multiply the same
+     * input, which is quantized once. Every op that writes a buffer, and buffer creation and
+     * release (a new buffer may reuse a freed one's address), clears act_valid. */
     uint8_t *act;
     size_t act_cap;
+    const float *act_src;
+    uint32_t act_fmt;
+    int64_t act_k, act_m;
+    bool act_valid;
     /* Per-thread scratch: attention scores (n_ctx floats) and rope cos/sin (n_rot floats). */
     float *thread_scratch;
     int64_t thread_scratch_floats;
+
+    /* TERN_CPU_COPY_WEIGHTS=1: matrices are copied out of the mapped file into anonymous memory
+     * with transparent huge pages (weight_create), weights_copied bytes in all. */
+    bool copy_weights;
+    uint64_t weights_copied;
 
     uint64_t bytes_allocated;
     tern_status failed; /* first failure, reported by finish() */
@@ -59,6 +81,13 @@ static void fail(cpu_backend *c, tern_status st, const char *msg) {
     }
 }
 
+/* Tasks for n units of work: one per thread, fewer when there are fewer units than threads or
+ * less than min_units per task (then the pool's wake-up would cost more than the split gains). */
+static int tasks_for(const cpu_backend *c, int64_t n, int64_t min_units) {
+    const int64_t t = n / (min_units > 0 ? min_units : 1);
+    return t < 1 ? 1 : t < c->n_threads ? (int)t : c->n_threads;
+}
+
 /* Even split of [0, n) into nth ranges, rounded to `align` so SIMD kernels get whole groups. */
 static void split_range(int64_t n, int ith, int nth, int64_t align, int64_t *lo, int64_t *hi) {
     int64_t units = (n + align - 1) / align;
@@ -68,6 +97,44 @@ static void split_range(int64_t n, int ith, int nth, int64_t align, int64_t *lo,
 }
 
 /* ---- weights and buffers ---- */
+
+/* Decode streams every weight once per token, and on the machine of docs/threads.md the same
+ * kernel read 15-19 GB/s from the mapped file (page cache, 4 KiB pages) against 31 GB/s from
+ * anonymous memory with transparent huge pages (24-29 GB/s with 4 KiB pages): 2 threads, Q4_K,
+ * 3 GiB. TERN_CPU_COPY_WEIGHTS=1 therefore copies each matrix of 1 MiB or more into 2 MiB-aligned
+ * anonymous memory advised for huge pages. It costs the weights' size in memory on top of the
+ * file's page cache (which the kernel may reclaim) and the copy at load; the backend's
+ * description and memory_used say how much. Off by default: the memory plan counts the weights
+ * once. A copy that cannot be allocated leaves the weight in the mapped file. */
+#define COPY_MIN_BYTES ((size_t)1 << 20)
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+
+static void describe(cpu_backend *c) {
+    int n = snprintf(c->base.description, sizeof c->base.description, "cpu (%s, %d thread%s", c->kernels.isa,
+                     c->n_threads, c->n_threads == 1 ? "" : "s");
+    if (n > 0 && (size_t)n < sizeof c->base.description && c->weights_copied > 0)
+        n += snprintf(c->base.description + n, sizeof c->base.description - (size_t)n,
+                      ", weights copied to huge pages: %.2f GiB", (double)c->weights_copied / (1 << 30));
+    if (n > 0 && (size_t)n < sizeof c->base.description)
+        snprintf(c->base.description + n, sizeof c->base.description - (size_t)n, ")");
+}
+
+static void copy_weight(cpu_backend *c, tern_weight *w) {
+    const size_t bytes = (size_t)w->n_rows * w->row_bytes;
+    if (bytes < COPY_MIN_BYTES || bytes > SIZE_MAX - HUGE_PAGE_BYTES)
+        return;
+    uint8_t *copy = aligned_alloc(HUGE_PAGE_BYTES, (bytes + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1));
+    if (!copy)
+        return;
+#ifdef MADV_HUGEPAGE
+    madvise(copy, bytes, MADV_HUGEPAGE);
+#endif
+    memcpy(copy, w->data, bytes);
+    w->data = w->copy = copy;
+    c->weights_copied += bytes;
+    c->bytes_allocated += bytes;
+    describe(c);
+}
 
 static tern_status cpu_weight_create(tern_backend *be, const tern_gguf_tensor *t, tern_weight **out,
                                      tern_error *err) {
@@ -84,15 +151,20 @@ static tern_status cpu_weight_create(tern_backend *be, const tern_gguf_tensor *t
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "no CPU kernel for %s weights ('%s')",
                               tern_type_name(t->type), t->name);
     }
+    if (cpu(be)->copy_weights && t->n_dims > 1)
+        copy_weight(cpu(be), w);
     *out = w;
     return TERN_OK;
 }
 
 static void cpu_weight_free(tern_backend *be, tern_weight *w) {
+    if (w)
+        free(w->copy);
     free(w);
 }
 
 static tern_status cpu_buf_create(tern_backend *be, int64_t n_floats, tern_buf **out, tern_error *err) {
+    cpu(be)->act_valid = false;
     tern_buf *b = calloc(1, sizeof *b);
     if (!b || n_floats <= 0 || (uint64_t)n_floats > SIZE_MAX / sizeof(float) ||
         !(b->data = aligned_alloc(64, ((size_t)n_floats * sizeof(float) + 63) & ~(size_t)63))) {
@@ -107,6 +179,7 @@ static tern_status cpu_buf_create(tern_backend *be, int64_t n_floats, tern_buf *
 }
 
 static void cpu_buf_free(tern_backend *be, tern_buf *b) {
+    cpu(be)->act_valid = false;
     if (b)
         free(b->data);
     free(b);
@@ -171,8 +244,9 @@ static void cpu_get_rows(tern_backend *be, const tern_weight *emb, const int32_t
             fail(c, TERN_ERR_INVALID_ARG, "token id out of range of the embedding table");
             return;
         }
+    c->act_valid = false;
     get_rows_task t = {c, emb, tokens, n, scale, out->data};
-    tern_threadpool_run(c->pool, get_rows_run, &t);
+    tern_threadpool_run_tasks(c->pool, get_rows_run, &t, tasks_for(c, n, 1));
 }
 
 typedef struct matmul_task {
@@ -184,6 +258,15 @@ typedef struct matmul_task {
     size_t act_stride;
     float *y;
 } matmul_task;
+
+/* Row tasks of a matmul: up to MATMUL_TASKS_PER_THREAD per thread, so that a thread that started
+ * late or was preempted leaves less for the others to wait on, but at least 32 rows each in decode
+ * and 128 in prefill (the kernels' per-call set-up, the rearranged activation tiles, is repeated
+ * per task), in multiples of MATMUL_ROW_ALIGN rows. */
+#define MATMUL_TASKS_PER_THREAD 4
+#define MATMUL_TASK_ROWS_DECODE 32
+#define MATMUL_TASK_ROWS_PREFILL 128
+#define MATMUL_ROW_ALIGN 4
 
 static void matmul_quantize_run(void *arg, int ith, int nth) {
     matmul_task *t = arg;
@@ -197,7 +280,7 @@ static void matmul_quantize_run(void *arg, int ith, int nth) {
 static void matmul_rows_run(void *arg, int ith, int nth) {
     matmul_task *t = arg;
     int64_t lo, hi;
-    split_range(t->w->n_rows, ith, nth, 4, &lo, &hi);
+    split_range(t->w->n_rows, ith, nth, MATMUL_ROW_ALIGN, &lo, &hi);
     if (hi > lo)
         t->c->kernels.gemm[t->w->type](t->w->k, t->w->data + (size_t)lo * t->w->row_bytes, t->w->row_bytes,
                                        hi - lo, t->c->act, t->act_stride, t->m, t->y + lo, t->w->n_rows);
@@ -208,21 +291,38 @@ static void cpu_matmul(tern_backend *be, const tern_weight *w, const tern_buf *x
     if (c->failed)
         return;
     matmul_task t = {c, w, x->data, m, tern_dot_format(w->type), tern_dot_row_bytes(w->type, w->k), y->data};
-    size_t need = t.act_stride * (size_t)m;
-    if (need > c->act_cap) { /* first batch of this size only: later calls reuse it */
-        free(c->act);
-        c->act = aligned_alloc(64, (need + 63) & ~(size_t)63);
-        c->act_cap = c->act ? need : 0;
-        if (!c->act) {
-            fail(c, TERN_ERR_NOMEM, "cannot allocate matmul scratch");
-            return;
+    const bool reuse =
+        c->act_valid && c->act_src == x->data && c->act_fmt == t.dot_type && c->act_k == w->k && c->act_m == m;
+    if (!reuse) {
+        size_t need = t.act_stride * (size_t)m;
+        if (need > c->act_cap) { /* first batch of this size only: later calls reuse it */
+            free(c->act);
+            c->act = aligned_alloc(64, (need + 63) & ~(size_t)63);
+            c->act_cap = c->act ? need : 0;
+            if (!c->act) {
+                c->act_valid = false;
+                fail(c, TERN_ERR_NOMEM, "cannot allocate matmul scratch");
+                return;
+            }
         }
+        /* one row of 4096 quantizes in about a microsecond: rows are split 8 or more per task */
+        tern_threadpool_run_tasks(c->pool, matmul_quantize_run, &t, tasks_for(c, m, 8));
+        c->act_src = x->data, c->act_fmt = t.dot_type, c->act_k = w->k, c->act_m = m;
+        c->act_valid = true;
     }
-    tern_threadpool_run(c->pool, matmul_quantize_run, &t);
-    tern_threadpool_run(c->pool, matmul_rows_run, &t);
+    const int64_t min_rows = m > 1 ? MATMUL_TASK_ROWS_PREFILL : MATMUL_TASK_ROWS_DECODE;
+    int64_t n_tasks = w->n_rows / min_rows;
+    if (n_tasks > (int64_t)c->n_threads * MATMUL_TASKS_PER_THREAD)
+        n_tasks = (int64_t)c->n_threads * MATMUL_TASKS_PER_THREAD;
+    if (n_tasks < 1 || c->n_threads == 1)
+        n_tasks = 1;
+    tern_threadpool_run_tasks(c->pool, matmul_rows_run, &t, (int)n_tasks);
+    if (y->data == c->act_src)
+        c->act_valid = false;
 }
 
 static void cpu_add_bias(tern_backend *be, const tern_weight *b, int64_t m, tern_buf *y) {
+    cpu(be)->act_valid = false;
     const float *bias = (const float *)b->data;
     for (int64_t i = 0; i < m; i++)
         cpu(be)->kernels.add(b->k, bias, y->data + i * b->k);
@@ -250,8 +350,10 @@ static void cpu_rmsnorm(tern_backend *be, const tern_buf *x, const tern_weight *
     cpu_backend *c = cpu(be);
     if (c->failed)
         return;
+    c->act_valid = false;
     rows_task t = {c, x->data, (const float *)w->data, w->k, n_rows, eps, y->data};
-    tern_threadpool_run(c->pool, rmsnorm_run, &t);
+    /* a row of a few thousand elements takes about a microsecond: 8 or more per task */
+    tern_threadpool_run_tasks(c->pool, rmsnorm_run, &t, tasks_for(c, n_rows * w->k, 8 * 4096));
 }
 
 typedef struct rope_task {
@@ -281,8 +383,9 @@ static void cpu_rope(tern_backend *be, tern_buf *x, const tern_rope_params *p) {
         fail(c, TERN_ERR_INVALID_ARG, "rope dimension too large for scratch");
         return;
     }
+    c->act_valid = false;
     rope_task t = {c, x->data, p};
-    tern_threadpool_run(c->pool, rope_run, &t);
+    tern_threadpool_run_tasks(c->pool, rope_run, &t, tasks_for(c, p->n_tokens, 2));
 }
 
 static void cpu_kv_store(tern_backend *be, int layer, const tern_buf *k, const tern_buf *v, int64_t pos0,
@@ -294,6 +397,7 @@ static void cpu_kv_store(tern_backend *be, int layer, const tern_buf *k, const t
         fail(c, TERN_ERR_CONTEXT_FULL, "KV cache position out of range");
         return;
     }
+    c->act_valid = false;
     const tern_kv_shape *s = &c->kv;
     uint16_t *kd = c->k_cache + ((size_t)layer * (size_t)s->n_ctx + (size_t)pos0) * (size_t)s->k_width;
     uint16_t *vd = c->v_cache + ((size_t)layer * (size_t)s->n_ctx + (size_t)pos0) * (size_t)s->v_width;
@@ -339,8 +443,9 @@ static void cpu_attention(tern_backend *be, const tern_buf *q, const tern_attn_p
         fail(c, TERN_ERR_CONTEXT_FULL, "attention past the end of the KV cache");
         return;
     }
+    c->act_valid = false;
     attn_task t = {c, q->data, p, out->data};
-    tern_threadpool_run(c->pool, attention_run, &t);
+    tern_threadpool_run_tasks(c->pool, attention_run, &t, tasks_for(c, p->n_tokens * p->n_head, 1));
 }
 
 typedef struct ew_task {
@@ -350,6 +455,9 @@ typedef struct ew_task {
     int64_t n;
     int op; /* 0 silu-glu, 1 gelu-glu, 2 add */
 } ew_task;
+
+/* Elementwise ops run in a few nanoseconds per element: a task gets at least this many. */
+#define EW_TASK_ELEMENTS 16384
 
 static void elementwise_run(void *arg, int ith, int nth) {
     ew_task *t = arg;
@@ -370,19 +478,22 @@ static void cpu_glu(tern_backend *be, const tern_buf *gate, const tern_buf *up, 
     cpu_backend *c = cpu(be);
     if (c->failed)
         return;
+    c->act_valid = false;
     ew_task t = {c, gate->data, up->data, out->data, n, act == TERN_ACT_GELU ? 1 : 0};
-    tern_threadpool_run(c->pool, elementwise_run, &t);
+    tern_threadpool_run_tasks(c->pool, elementwise_run, &t, tasks_for(c, n, EW_TASK_ELEMENTS));
 }
 
 static void cpu_add(tern_backend *be, const tern_buf *x, int64_t n, tern_buf *y) {
     cpu_backend *c = cpu(be);
     if (c->failed)
         return;
+    c->act_valid = false;
     ew_task t = {c, x->data, NULL, y->data, n, 2};
-    tern_threadpool_run(c->pool, elementwise_run, &t);
+    tern_threadpool_run_tasks(c->pool, elementwise_run, &t, tasks_for(c, n, EW_TASK_ELEMENTS));
 }
 
 static void cpu_copy_row(tern_backend *be, const tern_buf *src, int64_t row, int64_t width, tern_buf *dst) {
+    cpu(be)->act_valid = false;
     memmove(dst->data, src->data + row * width, (size_t)width * sizeof(float));
 }
 
@@ -463,8 +574,9 @@ tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *
         free(c);
         return st;
     }
-    snprintf(c->base.description, sizeof c->base.description, "cpu (%s, %d thread%s)", c->kernels.isa, n_threads,
-             n_threads == 1 ? "" : "s");
+    const char *copy = getenv("TERN_CPU_COPY_WEIGHTS");
+    c->copy_weights = copy && strcmp(copy, "1") == 0;
+    describe(c);
     *out = &c->base;
     return TERN_OK;
 }

@@ -1,14 +1,25 @@
 /*
  * A persistent thread pool for the forward pass: n_threads - 1 workers plus the calling thread
- * run the same function, each with its own index, many times per token.
+ * run jobs, many per token. Two kinds of job:
  *
- * Dispatch and completion use two atomic counters. A waiting thread spins on them with a pause
- * instruction for a bounded time (a decode step issues a new job every few microseconds, far less
- * than a wake-up from sleep costs), then sleeps on a futex so an idle pool burns no CPU. When the
- * pool has more threads than the machine has online CPUs, spinning would only steal time from
- * threads that still have work, so waits go straight to sleep. Nothing is allocated per run.
+ *  - tern_threadpool_run: fn(arg, i, n_threads) runs on every thread i, thread i running index i
+ *    (pinned threads measuring bandwidth per core, per-thread scratch by thread).
+ *  - tern_threadpool_run_tasks: fn(arg, t, n_tasks) for t < n_tasks, each exactly once, taken by
+ *    whichever threads are running: the caller and the workers claim task numbers from one atomic
+ *    counter, and the caller waits only for tasks that others have claimed. A worker that the
+ *    scheduler has not run (its core busy with another process) holds nothing up; its share is
+ *    done by the threads that run. This is what the forward pass uses.
  *
- * One thread owns the pool: tern_threadpool_run must not be called from two threads at once, nor
+ * A waiting thread spins on an atomic counter with a pause instruction for a bounded time (a
+ * decode step issues a new job every few microseconds, far less than a wake-up from sleep costs),
+ * then sleeps on a futex so an idle pool burns no CPU. The caller's wait for claimed tasks spins
+ * less than the workers' wait for jobs: if a task's thread has been preempted, sleeping frees the
+ * core so the scheduler can move the preempted thread onto it. A spinner that notices it was
+ * itself descheduled (its clock jumps) sleeps at once, and when the pool has more threads than
+ * the process may use CPUs, waits sleep without spinning (spinning with sched_yield instead was
+ * measured slower: docs/threads.md). Nothing is allocated per run.
+ *
+ * One thread owns the pool: neither run function may be called from two threads at once, nor
  * from inside a job. Workers block all asynchronous signals, so a Ctrl-C handler runs on the
  * caller's thread.
  */
@@ -31,9 +42,19 @@ typedef void (*tern_threadpool_fn)(void *arg, int thread_index, int n_threads);
  * tern_threadpool_pin_failures. */
 tern_status tern_threadpool_create(int n_threads, const int *cpus, tern_threadpool **out, tern_error *err);
 
-/* Runs fn(arg, i, n_threads) on every thread and returns when all have returned. Memory written by
- * any thread in fn is visible to the caller afterwards. */
+/* The most tasks one tern_threadpool_run_tasks call may have. */
+#define TERN_THREADPOOL_MAX_TASKS 32767
+
+/* Runs fn(arg, i, n_threads) on every thread i and returns when all have returned. Memory written
+ * by any thread in fn is visible to the caller afterwards. */
 void tern_threadpool_run(tern_threadpool *pool, tern_threadpool_fn fn, void *arg);
+
+/* Runs fn(arg, t, n_tasks) once for every t in [0, n_tasks), 1 <= n_tasks <=
+ * TERN_THREADPOOL_MAX_TASKS, on any of the pool's threads (the caller included), at most
+ * n_threads at a time, and returns when all have returned; memory written by fn is visible to the
+ * caller afterwards. Two tasks with the same number never run at once, so with n_tasks <=
+ * n_threads a task number can index per-thread scratch. n_tasks = 1 runs on the caller alone. */
+void tern_threadpool_run_tasks(tern_threadpool *pool, tern_threadpool_fn fn, void *arg, int n_tasks);
 
 int tern_threadpool_n_threads(const tern_threadpool *pool);
 

@@ -94,10 +94,11 @@ typedef struct isa_path {
  * An ISA file, once written, sets its entry's fill to its filler from isa.h on its architecture
  * (e.g. `#if defined(__x86_64__)` around tern_cpu_kernels_fill_avx2). */
 static const isa_path isa_paths[] = {
-    {"avx512vnni", "AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C", runs_avx512vnni, NULL},
 #if defined(__x86_64__)
+    {"avx512vnni", "AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C", runs_avx512vnni, tern_cpu_kernels_fill_avx512vnni},
     {"avx2", "AVX2, FMA, F16C", runs_avx2, tern_cpu_kernels_fill_avx2},
 #else
+    {"avx512vnni", "AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C", runs_avx512vnni, NULL},
     {"avx2", "AVX2, FMA, F16C", runs_avx2, NULL},
 #endif
 #if defined(__aarch64__)

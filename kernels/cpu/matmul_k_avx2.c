@@ -12,10 +12,17 @@
  *  - Q6_K's centring by 32 is folded into the integer sum: sum_t sc_t (S_t - 32 B_t), with S_t the
  *    sub-block's sum over unsigned levels.
  *
- * A tile unpacks one weight block once and meets up to K_TILE_M activation rows with it (register
- * tiling for prefill); decode is the 1-row case, which must run at memory bandwidth. Per activation
- * row and 32 levels the work is one load, _mm256_maddubs_epi16, _mm256_madd_epi16 and an add: the
- * two multiply ports bound a core at 8.5 cycles per block and row; prefill runs at about 11.
+ * Q4_K and Q6_K go through tern_avx2_gemm_kt and matmul_k_tile.h: each activation block is first
+ * copied into an order where every lane of a product belongs to one sub-block, so products are
+ * summed in int16 and widened to per-sub-block int32 totals before the multiplication by the
+ * scales (Q4_K: 8 maddubs + 3 madd per block and activation row instead of 8 + 8); the weight
+ * block is unpacked once for a tile of up to 8 activation rows. The results are bit-identical
+ * with the avx512vnni table's. Measured against the earlier kernel (one madd per 32 products), 1
+ * thread, docs/kernels.md: prefill Q4_K 110-131 -> 145-167 GFLOP/s, Q6_K 106-125 -> 130-143;
+ * decode (m = 1, cache-resident) Q4_K 20 -> 24 GB/s, Q6_K 22 -> 24. It is slower than the earlier
+ * kernel at m = 2..4 only (too few rows share the costlier unpacking).
+ * Q5_K keeps the direct kernel (q5k_rows): a tile unpacks one weight block once and meets up to
+ * K_TILE_M activation rows with it.
  */
 #include "kernels/cpu/avx2.h"
 
@@ -47,32 +54,15 @@ static inline __m256i lane16(__m256i v, int j) {
                                _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)lane16_ctrl[j])));
 }
 
-/* ---- Q4_K and Q5_K ---- */
+/* ---- Q5_K ---- */
 
-/* The 12 packed scale bytes of a Q4_K/Q5_K block (quant/block_q4_k.h) as the 16 bytes
- * [sc0..sc7, mn0..mn7]. With the 32-bit words w0, w1, w2 of the field:
- *   sc0..3 = w0 & 63            sc4..7 = (w2 & 0x0F) | (w0 >> 6) << 4
- *   mn0..3 = w1 & 63            mn4..7 = (w2 >> 4)   | (w1 >> 6) << 4      (per byte)
- * The 16-byte load reads 4 bytes past the field, which are in the same block (qh or qs). */
-static inline __m128i k4_scales_mins(const uint8_t *restrict packed) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)packed);
-    const __m128i words = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* w0, w2, w1, w2 */
-    const __m128i tops = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  /* w0, w0, w1, w1 */
-    const __m128i low = _mm_and_si128(_mm_srlv_epi32(words, _mm_setr_epi32(0, 0, 0, 4)),
-                                      _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
-    const __m128i high = _mm_and_si128(_mm_srli_epi32(tops, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
-    return _mm_or_si128(low, high);
-}
-
-/* Q4_K (qs at byte 16) or Q5_K (qh[32] at 16, qs at 48): d at 0, dmin at 2, scales at 4.
- * Chunk c of qs holds sub-block 2c in its low nibbles and 2c + 1 in its high ones; Q5_K's fifth
- * bits are bits 2c and 2c + 1 of qh[l]. The chunk loop unpacks in registers and meets every
+/* Q5_K: d at 0, dmin at 2, scales at 4, qh[32] at 16, qs at 48. Chunk c of qs holds sub-block 2c
+ * in its low nibbles and 2c + 1 in its high ones; their fifth bits are bits 2c and 2c + 1 of qh[l]. The chunk loop unpacks in registers and meets every
  * activation row with the chunk before the next; kept a loop, because unrolled, GCC
  * reassociates the sums and keeps every product alive at once, which spills. */
-static TERN_AVX2_INLINE void k4_rows(int64_t k, const uint8_t *restrict w, const int has_high,
-                                     const uint8_t *restrict x, size_t x_stride, const int m,
-                                     float *restrict y, int64_t y_stride) {
-    const size_t block_bytes = has_high ? sizeof(tern_block_q5_k) : sizeof(tern_block_q4_k);
+static TERN_AVX2_INLINE void q5k_rows(int64_t k, const uint8_t *restrict w, const uint8_t *restrict x,
+                                      size_t x_stride, const int m, float *restrict y, int64_t y_stride) {
+    const size_t block_bytes = sizeof(tern_block_q5_k);
     const __m256i nibble = _mm256_set1_epi8(0x0F);
     __m256 acc[K_TILE_M];
 #pragma GCC unroll 8
@@ -81,13 +71,13 @@ static TERN_AVX2_INLINE void k4_rows(int64_t k, const uint8_t *restrict w, const
     for (int64_t b = 0; b < k / TERN_QK_K; b++) {
         const uint8_t *blk = w + (size_t)b * block_bytes;
         tern_avx2_prefetch_block(blk, block_bytes);
-        const __m128i sm = k4_scales_mins(blk + 4);
+        const __m128i sm = tern_avx2_k4_scales_mins(blk + 4);
         const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
         const __m256 d = _mm256_set1_ps(tern_avx2_f16(blk)),
                      neg_dmin = _mm256_set1_ps(-tern_avx2_f16(blk + 2));
-        const uint8_t *qs = blk + (has_high ? 48 : 16);
-        __m256i qh = has_high ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : _mm256_setzero_si256();
+        const uint8_t *qs = blk + 48;
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
         const tern_block_q8_k *xb[K_TILE_M];
         __m256i sum[K_TILE_M];
 #pragma GCC unroll 8
@@ -98,12 +88,11 @@ static TERN_AVX2_INLINE void k4_rows(int64_t k, const uint8_t *restrict w, const
 #pragma GCC unroll 1
         for (int c = 0; c < 4; c++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            __m256i lo = _mm256_and_si256(q, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
-            if (has_high) {
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(1)), 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(2)), 3));
-                qh = _mm256_srli_epi16(qh, 2);
-            }
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, nibble),
+                                               _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(1)), 4));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), nibble),
+                                               _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(2)), 3));
+            qh = _mm256_srli_epi16(qh, 2);
             const __m256i sc_lo = lane16(scales, 2 * c), sc_hi = lane16(scales, 2 * c + 1);
 #pragma GCC unroll 8
             for (int i = 0; i < m; i++) {
@@ -128,179 +117,121 @@ static TERN_AVX2_INLINE void k4_rows(int64_t k, const uint8_t *restrict w, const
         y[i * y_stride] = tern_avx2_hsum(acc[i]);
 }
 
-/* ---- Q6_K ---- */
+/* ---- the rearranged activations of tern_avx2_gemm_kt (Q4_K and Q6_K, matmul_k_tile.h) ---- */
 
-/* The levels of one Q6_K block, unpacked to unsigned bytes: element 32g + l in q[g] byte l.
- * Unpacking them from ql and qh takes more work than Q4_K's nibbles, so it is done once per block
- * into L1 with constant shifts, and dot_block's loop then only loads them. */
-typedef struct unpacked_block {
-    __m256i q[8];
-} unpacked_block;
-
-/* sum[i] += sum_g scale_g * (q[g] . activation i's elements 32g..32g+31), as 8 int32 lanes, where
- * scale_g is int16 lane g of each 128-bit half of pair_scales: sub-block 2g in the low half,
- * 2g + 1 in the high one, as a vector of 32 levels holds them. Kept a loop (see k4_rows). */
-static TERN_AVX2_INLINE void dot_block(const unpacked_block *restrict u, __m256i pair_scales,
-                                       const tern_block_q8_k *const *xb, const int m, __m256i *restrict sum) {
-#pragma GCC unroll 1
-    for (int g = 0; g < 8; g++) {
-        const __m256i q = _mm256_load_si256(&u->q[g]), sc = lane16(pair_scales, g);
-#pragma GCC unroll 8
-        for (int i = 0; i < m; i++) {
-            const __m256i a = _mm256_loadu_si256((const __m256i *)(xb[i]->qs + 32 * g));
-            sum[i] = _mm256_add_epi32(sum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), sc));
-        }
+/* Q4_K/Q5_K activation order: q[j] = transpose of the words of sub-blocks 0, 2, 4, 6, q[4 + j]
+ * of 1, 3, 5, 7, as the weights' lo[j] and hi[j]. */
+void tern_avx2_kt_prep_q4k(const uint8_t *restrict x, tern_avx2_kt_act *restrict out) {
+    const tern_block_q8_k *xb = (const tern_block_q8_k *)x;
+    __m256i even[4], odd[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        even[c] = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c));
+        odd[c] = _mm256_loadu_si256((const __m256i *)(xb->qs + 64 * c + 32));
     }
+    tern_avx2_transpose_4x32(even, out->q);
+    tern_avx2_transpose_4x32(odd, out->q + 4);
+    const __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), _mm256_set1_epi16(1));
+    out->aux[0] = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(pairs), _mm256_set1_ps(xb->d)));
+    out->d = xb->d;
 }
 
-/* Bytes 0, 2, .., 14 then 1, 3, .., 15: the even sub-block scales to the low 128-bit half, odd
- * ones to the high half, matching where a 32-level vector keeps its two 16-element sub-blocks. */
-static const uint8_t even_then_odd[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
-
-/* Group g = 4h + j holds elements 32g..32g+31 (sub-blocks 2g, 2g + 1): low bits in
- * ql[64h + 32(j & 1) + l] (high nibble when j >= 2), top bits at bits 2j+1..2j of qh[32h + l].
- * Sets the scales of even sub-blocks as int16 lanes of the low half and of odd ones in the high
- * half, and returns the 16 scales in order, which meet the 16 bsums for the centring by 32. */
-static TERN_AVX2_INLINE __m256i q6k_unpack(const tern_block_q6_k *restrict blk, unpacked_block *restrict u,
-                                           __m256i *restrict pair_scales) {
-    const __m256i nibble = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
-    const __m128i s8 = _mm_loadu_si128((const __m128i *)blk->scales);
-    *pair_scales =
-        _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, _mm_loadu_si128((const __m128i *)even_then_odd)));
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h));
-        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * h));
-        _mm256_store_si256(&u->q[4 * h], _mm256_or_si256(_mm256_and_si256(ql0, nibble),
-                                                         _mm256_and_si256(_mm256_slli_epi16(qh, 4), top)));
-        _mm256_store_si256(
-            &u->q[4 * h + 1],
-            _mm256_or_si256(_mm256_and_si256(ql1, nibble), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top)));
-        _mm256_store_si256(
-            &u->q[4 * h + 2],
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), nibble), _mm256_and_si256(qh, top)));
-        _mm256_store_si256(&u->q[4 * h + 3],
-                           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), nibble),
-                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), top)));
-    }
-    return _mm256_cvtepi8_epi16(s8);
+/* The Q4_K primitive of matmul_k_tile.h: each half's four maddubs summed in int16 (at most
+ * 4 * 2 * 15 * 127 = 15240), then widened by _mm256_madd_epi16 with 1 into the sub-block totals. */
+static TERN_AVX2_INLINE void kt4_totals(const __m256i lo[4], const __m256i hi[4], const tern_avx2_kt_act *a,
+                                        __m256i *s_lo, __m256i *s_hi) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i p_lo = _mm256_add_epi16(
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], a->q[0]), _mm256_maddubs_epi16(lo[1], a->q[1])),
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo[2], a->q[2]), _mm256_maddubs_epi16(lo[3], a->q[3])));
+    const __m256i p_hi = _mm256_add_epi16(
+        _mm256_add_epi16(_mm256_maddubs_epi16(hi[0], a->q[4]), _mm256_maddubs_epi16(hi[1], a->q[5])),
+        _mm256_add_epi16(_mm256_maddubs_epi16(hi[2], a->q[6]), _mm256_maddubs_epi16(hi[3], a->q[7])));
+    *s_lo = _mm256_madd_epi16(p_lo, ones);
+    *s_hi = _mm256_madd_epi16(p_hi, ones);
 }
 
-static TERN_AVX2_INLINE void q6k_rows(int64_t k, const uint8_t *restrict w, const uint8_t *restrict x,
-                                      size_t x_stride, const int m, float *restrict y, int64_t y_stride) {
-    unpacked_block u;
-    __m256 acc[K_TILE_M];
+/* Q6_K order (matmul_k_tile.h): q[] = the 4 x 4 transposes of the words of level vectors 0-3 and
+ * 4-7; aux = -32 * the bsums as int32 in the lanes' sub-block order, the sums' starting values. */
+static const uint8_t q6_bsum_ctrl[16] = {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15};
+
+static inline __m256i q6_offsets(const int16_t *bsums8) {
+    const __m128i b = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)bsums8),
+                                       _mm_loadu_si128((const __m128i *)q6_bsum_ctrl));
+    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_cvtepi16_epi32(b), 5));
+}
+
+void tern_avx2_kt_prep_q6k(const uint8_t *restrict x, tern_avx2_kt_act *restrict out) {
+    const tern_block_q8_k *xb = (const tern_block_q8_k *)x;
+    __m256i n[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < m; i++)
-        acc[i] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / TERN_QK_K; b++) {
-        const tern_block_q6_k *blk = (const tern_block_q6_k *)(w + (size_t)b * sizeof(tern_block_q6_k));
-        tern_avx2_prefetch_block((const uint8_t *)blk, sizeof *blk);
-        __m256i pair_scales;
-        const __m256i scales = q6k_unpack(blk, &u, &pair_scales);
-        const __m256 d = _mm256_set1_ps(tern_avx2_f16((const uint8_t *)&blk->d));
-        const tern_block_q8_k *xb[K_TILE_M];
-        __m256i sum[K_TILE_M];
-#pragma GCC unroll 8
-        for (int i = 0; i < m; i++) { /* start from -32 sum_t sc_t B_t */
-            xb[i] = (const tern_block_q8_k *)(x + (size_t)i * x_stride) + b;
-            const __m256i offset =
-                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb[i]->bsums), scales);
-            sum[i] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset, 5));
-        }
-        dot_block(&u, pair_scales, xb, m, sum);
-#pragma GCC unroll 8
-        for (int i = 0; i < m; i++)
-            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sum[i]), d),
-                                     _mm256_broadcast_ss(&xb[i]->d), acc[i]);
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < m; i++)
-        y[i * y_stride] = tern_avx2_hsum(acc[i]);
+    for (int g = 0; g < 8; g++)
+        n[g] = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * g));
+    tern_avx2_transpose_4x32(n, out->q);
+    tern_avx2_transpose_4x32(n + 4, out->q + 4);
+    out->aux[0] = q6_offsets(xb->bsums);
+    out->aux[1] = q6_offsets(xb->bsums + 8);
+    out->d = xb->d;
 }
 
-/* ---- tiles and the table entries ---- */
-
-enum kquant { Q4_K, Q5_K, Q6_K };
-
-static inline size_t kblock_bytes(enum kquant f) {
-    static const size_t bytes[] = {sizeof(tern_block_q4_k), sizeof(tern_block_q5_k), sizeof(tern_block_q6_k)};
-    return bytes[f];
+/* The Q6_K primitive of matmul_k_tile.h: two maddubs are summed in int16 (at most
+ * 4 * 63 * 127 = 32004), then widened by _mm256_madd_epi16 with 1 into the sub-block's int32
+ * lane. */
+static TERN_AVX2_INLINE __m256i kt6_sum(const __m256i v[4], const __m256i a[4], __m256i init) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], a[0]), _mm256_maddubs_epi16(v[1], a[1]));
+    const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], a[2]), _mm256_maddubs_epi16(v[3], a[3]));
+    return _mm256_add_epi32(init, _mm256_add_epi32(_mm256_madd_epi16(s01, ones), _mm256_madd_epi16(s23, ones)));
 }
 
-static TERN_AVX2_INLINE void rows_k(const enum kquant f, int64_t k, const uint8_t *restrict w,
-                                    const uint8_t *restrict x, size_t x_stride, const int m,
-                                    float *restrict y, int64_t y_stride) {
-    if (f == Q6_K)
-        q6k_rows(k, w, x, x_stride, m, y, y_stride);
-    else
-        k4_rows(k, w, f == Q5_K, x, x_stride, m, y, y_stride);
-}
+#include "kernels/cpu/matmul_k_tile.h"
 
-/* The row count is a constant in each call, so each gets its own register allocation; 5..7 rows
- * run as 4 + the rest. */
-static TERN_AVX2_INLINE void tile_k(const enum kquant f, int64_t k, const uint8_t *restrict w,
-                                    const uint8_t *restrict x, size_t x_stride, int64_t m, float *restrict y,
-                                    int64_t y_stride) {
+/* ---- the table entries ---- */
+
+/* Q5_K: the row count is a constant in each call, so each gets its own register allocation; 5..7
+ * rows run as 4 + the rest. */
+static void tile_q5_k(int64_t k, const uint8_t *restrict w, const uint8_t *restrict x, size_t x_stride,
+                      int64_t m, float *restrict y, int64_t y_stride) {
     if (m == K_TILE_M) {
-        rows_k(f, k, w, x, x_stride, K_TILE_M, y, y_stride);
+        q5k_rows(k, w, x, x_stride, K_TILE_M, y, y_stride);
         return;
     }
     if (m >= 4) {
-        rows_k(f, k, w, x, x_stride, 4, y, y_stride);
+        q5k_rows(k, w, x, x_stride, 4, y, y_stride);
         x += 4 * x_stride, y += 4 * y_stride, m -= 4;
     }
     switch (m) {
     case 1:
-        rows_k(f, k, w, x, x_stride, 1, y, y_stride);
+        q5k_rows(k, w, x, x_stride, 1, y, y_stride);
         break;
     case 2:
-        rows_k(f, k, w, x, x_stride, 2, y, y_stride);
+        q5k_rows(k, w, x, x_stride, 2, y, y_stride);
         break;
     case 3:
-        rows_k(f, k, w, x, x_stride, 3, y, y_stride);
+        q5k_rows(k, w, x, x_stride, 3, y, y_stride);
         break;
     default:
         break;
     }
 }
 
-static void tile_q4_k(int64_t k, const uint8_t *restrict w, const uint8_t *restrict x, size_t x_stride,
-                      int64_t m, float *restrict y, int64_t y_stride) {
-    tile_k(Q4_K, k, w, x, x_stride, m, y, y_stride);
-}
-static void tile_q5_k(int64_t k, const uint8_t *restrict w, const uint8_t *restrict x, size_t x_stride,
-                      int64_t m, float *restrict y, int64_t y_stride) {
-    tile_k(Q5_K, k, w, x, x_stride, m, y, y_stride);
-}
-static void tile_q6_k(int64_t k, const uint8_t *restrict w, const uint8_t *restrict x, size_t x_stride,
-                      int64_t m, float *restrict y, int64_t y_stride) {
-    tile_k(Q6_K, k, w, x, x_stride, m, y, y_stride);
-}
-
-static const tern_avx2_tile_fn k_tiles[] = {tile_q4_k, tile_q5_k, tile_q6_k};
-
-static void gemm_k(enum kquant f, int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                   const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    tern_avx2_gemm_tiled(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride,
-                         (size_t)(k / TERN_QK_K) * kblock_bytes(f), k_tiles[f], K_TILE_M);
-}
-
 static void gemm_q4_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                       int64_t y_stride) {
-    gemm_k(Q4_K, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
+    tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
+                      tern_avx2_kt_prep_q4k, kt_tile_q4k);
 }
 static void gemm_q5_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                       int64_t y_stride) {
-    gemm_k(Q5_K, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
+    tern_avx2_gemm_tiled(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride,
+                         (size_t)(k / TERN_QK_K) * sizeof(tern_block_q5_k), tile_q5_k, K_TILE_M);
 }
 static void gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                       int64_t y_stride) {
-    gemm_k(Q6_K, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
+    tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q6_k),
+                      tern_avx2_kt_prep_q6k, kt_tile_q6k);
 }
 
 void tern_cpu_avx2_fill_k_quants(tern_cpu_kernels *k) {

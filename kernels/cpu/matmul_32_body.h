@@ -1,0 +1,192 @@
+/*
+ * The gemm for the 32-element formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 against Q8_0 activations,
+ * written once for the x86 files: matmul_32_avx2.c and matmul_32_avx512.c each define, before
+ * including this,
+ *
+ *   __m256i dot32(__m256i u, __m256i s);   the 32 products of unsigned bytes u and signed bytes s,
+ *                                          summed in 8 int32 lanes (4 adjacent products each)
+ *
+ * and get fill_32(k), which sets the five gemm entries. Per block, as matmul_ref.c: the integer sums
+ * S = sum(qw * qa) (levels centred for the symmetric formats) and, for Q4_1/Q5_1, A = sum(qa), then
+ * acc += d_a * (d_w * S + m_w * A).
+ *
+ *  - centred levels (Q4_0 -8..7, Q5_0 -16..15, Q8_0 -128..127) meet dot32's unsigned x signed
+ *    operands as |qw| x (qa with the sign of qw); with _mm256_maddubs_epi16 a pair sum is at most
+ *    2 * 128 * 127 < 2^15 (Q8_0 activations stay in -127..127 for finite input).
+ *  - Q4_1/Q5_1 levels are already unsigned (0..31); A comes from dot32(1, qa).
+ * A tile unpacks a weight block once for 1..4 activation rows.
+ */
+#ifndef TERN_KERNELS_CPU_MATMUL_32_BODY_H
+#define TERN_KERNELS_CPU_MATMUL_32_BODY_H
+
+#include "quant/block_q4_0.h"
+#include "quant/block_q4_1.h"
+#include "quant/block_q5_0.h"
+#include "quant/block_q5_1.h"
+#include "quant/block_q8_0.h"
+
+enum format32 { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 };
+
+/* Activation rows per tile. The per-block float work (two f16 scales, a conversion and an FMA
+ * per row) outweighs the unpacking, so more rows gain little. */
+#define TILE_M 4
+
+static inline size_t block_bytes(enum format32 f) {
+    static const size_t bytes[] = {sizeof(tern_block_q4_0), sizeof(tern_block_q4_1), sizeof(tern_block_q5_0),
+                                   sizeof(tern_block_q5_1), sizeof(tern_block_q8_0)};
+    return bytes[f];
+}
+
+/* 16 bytes of nibbles: byte j holds element j (low nibble) and element j + 16 (high nibble). */
+static inline __m256i nibbles32(const uint8_t *restrict qs) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+/* Bit j of the little-endian u32 at qh as 0x10 in byte j (the fifth bit of element j). */
+static inline __m256i fifth_bits(const uint8_t *restrict qh) {
+    const __m256i bytes = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)tern_load_u32_le(qh)),
+        _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+/* The block's 32 levels (centred for Q4_0, Q5_0, Q8_0; 0..31 for Q4_1, Q5_1), scale and offset. */
+static TERN_AVX2_INLINE __m256i unpack32(const uint8_t *restrict blk, const enum format32 f,
+                                         float *restrict d, float *restrict m) {
+    *d = tern_avx2_f16(blk);
+    *m = f == Q4_1 || f == Q5_1 ? tern_avx2_f16(blk + 2) : 0.0f;
+    switch (f) {
+    case Q4_0:
+        return _mm256_sub_epi8(nibbles32(blk + 2), _mm256_set1_epi8(8));
+    case Q4_1:
+        return nibbles32(blk + 4);
+    case Q5_0:
+        return _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), fifth_bits(blk + 2)),
+                               _mm256_set1_epi8(16));
+    case Q5_1:
+        return _mm256_or_si256(nibbles32(blk + 8), fifth_bits(blk + 4));
+    default:
+        return _mm256_loadu_si256((const __m256i *)(blk + 2));
+    }
+}
+
+static TERN_AVX2_INLINE void rows32(int64_t k, const uint8_t *restrict w, const enum format32 f,
+                                    const uint8_t *restrict x, size_t x_stride, const int m,
+                                    float *restrict y, int64_t y_stride) {
+    const int has_min = f == Q4_1 || f == Q5_1;
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    __m256 acc[TILE_M];
+#pragma GCC unroll 4
+    for (int i = 0; i < m; i++)
+        acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / TERN_QK8_0; b++) {
+        const uint8_t *blk = w + (size_t)b * block_bytes(f);
+        tern_avx2_prefetch_block(blk, block_bytes(f));
+        float d, mw;
+        const __m256i q = unpack32(blk, f, &d, &mw);
+        const __m256i q_abs = has_min ? q : _mm256_sign_epi8(q, q);
+#pragma GCC unroll 4
+        for (int i = 0; i < m; i++) {
+            const tern_block_q8_0 *xb = (const tern_block_q8_0 *)(x + (size_t)i * x_stride) + b;
+            const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
+            const float da = tern_avx2_f16((const uint8_t *)&xb->d);
+            const __m256i p = dot32(q_abs, has_min ? a : _mm256_sign_epi8(a, q));
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * da), acc[i]);
+            if (has_min) {
+                const __m256i sum_a = dot32(ones8, a);
+                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_a), _mm256_set1_ps(mw * da), acc[i]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < m; i++)
+        y[i * y_stride] = tern_avx2_hsum(acc[i]);
+}
+
+/* One tile function per format, the row count a constant in each case (see TERN_AVX2_INLINE). */
+static TERN_AVX2_INLINE void tile32(int64_t k, const uint8_t *restrict w, const enum format32 f,
+                                    const uint8_t *restrict x, size_t x_stride, int64_t m, float *restrict y,
+                                    int64_t y_stride) {
+    switch (m) {
+    case 1:
+        rows32(k, w, f, x, x_stride, 1, y, y_stride);
+        break;
+    case 2:
+        rows32(k, w, f, x, x_stride, 2, y, y_stride);
+        break;
+    case 3:
+        rows32(k, w, f, x, x_stride, 3, y, y_stride);
+        break;
+    default:
+        rows32(k, w, f, x, x_stride, 4, y, y_stride);
+        break;
+    }
+}
+
+static void tile_q4_0(int64_t k, const uint8_t *restrict w, const uint8_t *restrict x, size_t x_stride,
+                      int64_t m, float *restrict y, int64_t y_stride) {
+    tile32(k, w, Q4_0, x, x_stride, m, y, y_stride);
+}
+static void tile_q4_1(int64_t k, const uint8_t *restrict w, const uint8_t *restrict x, size_t x_stride,
+                      int64_t m, float *restrict y, int64_t y_stride) {
+    tile32(k, w, Q4_1, x, x_stride, m, y, y_stride);
+}
+static void tile_q5_0(int64_t k, const uint8_t *restrict w, const uint8_t *restrict x, size_t x_stride,
+                      int64_t m, float *restrict y, int64_t y_stride) {
+    tile32(k, w, Q5_0, x, x_stride, m, y, y_stride);
+}
+static void tile_q5_1(int64_t k, const uint8_t *restrict w, const uint8_t *restrict x, size_t x_stride,
+                      int64_t m, float *restrict y, int64_t y_stride) {
+    tile32(k, w, Q5_1, x, x_stride, m, y, y_stride);
+}
+static void tile_q8_0(int64_t k, const uint8_t *restrict w, const uint8_t *restrict x, size_t x_stride,
+                      int64_t m, float *restrict y, int64_t y_stride) {
+    tile32(k, w, Q8_0, x, x_stride, m, y, y_stride);
+}
+
+static const tern_avx2_tile_fn tiles[] = {tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q8_0};
+
+static void gemm32(enum format32 f, int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                   const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
+    tern_avx2_gemm_tiled(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride,
+                         (size_t)(k / TERN_QK8_0) * block_bytes(f), tiles[f], TILE_M);
+}
+
+static void gemm_q4_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                      const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
+                      int64_t y_stride) {
+    gemm32(Q4_0, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
+}
+static void gemm_q4_1(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                      const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
+                      int64_t y_stride) {
+    gemm32(Q4_1, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
+}
+static void gemm_q5_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                      const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
+                      int64_t y_stride) {
+    gemm32(Q5_0, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
+}
+static void gemm_q5_1(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                      const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
+                      int64_t y_stride) {
+    gemm32(Q5_1, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
+}
+static void gemm_q8_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                      const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
+                      int64_t y_stride) {
+    gemm32(Q8_0, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
+}
+
+static void fill_32(tern_cpu_kernels *k) {
+    k->gemm[TERN_TYPE_Q4_0] = gemm_q4_0;
+    k->gemm[TERN_TYPE_Q4_1] = gemm_q4_1;
+    k->gemm[TERN_TYPE_Q5_0] = gemm_q5_0;
+    k->gemm[TERN_TYPE_Q5_1] = gemm_q5_1;
+    k->gemm[TERN_TYPE_Q8_0] = gemm_q8_0;
+}
+
+#endif
