@@ -147,7 +147,7 @@ static tern_status fall_back_to_cpu(tern_context *c, const char *why, tern_error
         return st;
     c->fwd->check_numerics = c->params.check_numerics;
     snprintf(c->info.backend, sizeof c->info.backend, "%s", c->backend->description);
-    snprintf(c->info.backend_reason, sizeof c->info.backend_reason, "auto: OpenCL failed at run time (%.100s)",
+    snprintf(c->info.backend_reason, sizeof c->info.backend_reason, "auto: OpenCL failed at run time (%.200s)",
              why);
     c->info.n_threads = n_threads;
     for (int64_t done = 0; done < c->pos && st == TERN_OK;) {

@@ -53,19 +53,26 @@ typedef struct ocl_backend {
     cl_mem *k_cache, *v_cache; /* per layer */
     rope_table rope[MAX_ROPE_TABLES];
     int n_rope;
-    /* Fusion of launches, held back until the next op shows whether it can join:
+    /* Fusion of launches, held back until the next op shows whether it can join (decode is
+     * bound by the cost of each launch as much as by the GPU's time):
      *  - a residual add: the forward pass follows it with an rmsnorm of its sum, and the two
      *    run as one add_rmsnorm;
      *  - one-token products over the same x (q, k, v; gate, up): up to three of one type run
-     *    as one matvec3.
+     *    as one matvec3; gate and up followed by their glu run as one matvec_glu;
+     *  - the rope of q, the rope of k and the store of k and v run as one rope_kv.
      * Any other op launches what is held first (flush). */
     struct {
-        enum { HELD_NONE, HELD_ADD, HELD_MATVEC } kind;
+        enum { HELD_NONE, HELD_ADD, HELD_MATVEC, HELD_ROPE } kind;
         const tern_buf *x;
         tern_buf *y[3];
         const tern_cl_matrix *w[3];
         int n_w;
         int64_t n; /* floats of the add */
+        tern_buf *rope_x[2]; /* q, then k */
+        int64_t rope_heads[2];
+        int n_rope;
+        tern_rope_params rope; /* of the first (n_head is q's) */
+        cl_mem rope_table;
     } held;
     /* checks of the backend itself: TERN_ERR_BACKEND for what the device cannot do (auto then
      * falls back to the CPU), the caller's errors (ranges) as such; OpenCL's failures are in cl */
@@ -93,6 +100,11 @@ static void flush(ocl_backend *b) {
         for (int i = 0; i < b->held.n_w; i++)
             y[i] = b->held.y[i]->mem;
         tern_cl_matmul_shared(b->cl, b->held.w, b->held.n_w, b->held.x->mem, y);
+    } else if (b->held.kind == HELD_ROPE) {
+        const tern_rope_params *p = &b->held.rope;
+        for (int i = 0; i < b->held.n_rope; i++)
+            tern_cl_rope(b->cl, b->held.rope_x[i]->mem, p->n_tokens, b->held.rope_heads[i], p->head_dim, p->n_rot,
+                         p->neox, b->held.rope_table, p->pos0);
     }
     b->held.kind = HELD_NONE;
 }
@@ -299,8 +311,22 @@ static rope_table *rope_table_for(ocl_backend *b, const tern_rope_params *p, int
     return t;
 }
 
+/* Whether two ropes rotate by the same table at the same positions (heads may differ). */
+static bool same_rotation(const tern_rope_params *a, const tern_rope_params *c) {
+    return a->pos0 == c->pos0 && a->n_tokens == c->n_tokens && a->head_dim == c->head_dim && a->n_rot == c->n_rot &&
+           a->base == c->base && a->freq_scale == c->freq_scale && a->neox == c->neox &&
+           a->freq_factors == c->freq_factors;
+}
+
 static void ocl_rope(tern_backend *be, tern_buf *x, const tern_rope_params *p) {
     ocl_backend *b = ocl(be);
+    if (b->held.kind == HELD_ROPE && b->held.n_rope == 1 && b->held.rope_x[0] != x &&
+        same_rotation(&b->held.rope, p)) { /* k after q: held for the kv_store that follows */
+        b->held.rope_x[1] = x;
+        b->held.rope_heads[1] = p->n_head;
+        b->held.n_rope = 2;
+        return;
+    }
     flush(b);
     if (p->pos0 < 0 || p->pos0 + p->n_tokens > b->kv.n_ctx) {
         fail(b, TERN_ERR_CONTEXT_FULL, "rope position out of range");
@@ -311,18 +337,50 @@ static void ocl_rope(tern_backend *be, tern_buf *x, const tern_rope_params *p) {
         return;
     }
     rope_table *t = rope_table_for(b, p, p->pos0 + p->n_tokens);
-    if (t)
-        tern_cl_rope(b->cl, x->mem, p->n_tokens, p->n_head, p->head_dim, p->n_rot, p->neox, t->mem, p->pos0);
+    if (!t)
+        return;
+    if (getenv("NOROPEKV") == NULL && p->head_dim % 2 == 0 && p->n_rot % 2 == 0) { /* rope_kv's preconditions */
+        b->held.kind = HELD_ROPE;
+        b->held.rope_x[0] = x;
+        b->held.rope_heads[0] = p->n_head;
+        b->held.n_rope = 1;
+        b->held.rope = *p;
+        b->held.rope_table = t->mem;
+        return;
+    }
+    tern_cl_rope(b->cl, x->mem, p->n_tokens, p->n_head, p->head_dim, p->n_rot, p->neox, t->mem, p->pos0);
 }
 
 static void ocl_kv_store(tern_backend *be, int layer, const tern_buf *k, const tern_buf *v, int64_t pos0,
                          int64_t n_tokens) {
     ocl_backend *b = ocl(be);
-    flush(b);
     if (pos0 < 0 || pos0 + n_tokens > b->kv.n_ctx || layer < 0 || layer >= b->kv.n_layer) {
+        flush(b);
         fail(b, TERN_ERR_CONTEXT_FULL, "KV cache position out of range");
         return;
     }
+    const tern_rope_params *p = &b->held.rope;
+    if (b->held.kind == HELD_ROPE && b->held.n_rope == 2 && b->held.rope_x[1] == k && p->pos0 == pos0 &&
+        p->n_tokens == n_tokens && b->kv.k_width == b->held.rope_heads[1] * p->head_dim && b->kv.v_width % 2 == 0) {
+        const tern_cl_rope_kv_args a = {.q = b->held.rope_x[0]->mem,
+                                        .k = k->mem,
+                                        .v = v->mem,
+                                        .kc = b->k_cache[layer],
+                                        .vc = b->v_cache[layer],
+                                        .cos_sin = b->held.rope_table,
+                                        .n_tokens = n_tokens,
+                                        .n_head = b->held.rope_heads[0],
+                                        .n_head_kv = b->held.rope_heads[1],
+                                        .head_dim = p->head_dim,
+                                        .n_rot = p->n_rot,
+                                        .pos0 = pos0,
+                                        .v_width = b->kv.v_width,
+                                        .neox = p->neox};
+        tern_cl_rope_kv(b->cl, &a);
+        b->held.kind = HELD_NONE;
+        return;
+    }
+    flush(b);
     tern_cl_kv_store(b->cl, k->mem, v->mem, b->k_cache[layer], b->v_cache[layer], pos0, n_tokens,
                      b->kv.k_width, b->kv.v_width);
 }
@@ -346,7 +404,14 @@ static void ocl_attention(tern_backend *be, const tern_buf *q, const tern_attn_p
 
 static void ocl_glu(tern_backend *be, const tern_buf *gate, const tern_buf *up, int64_t n,
                     tern_activation act, tern_buf *out) {
-    flush(ocl(be));
+    ocl_backend *b = ocl(be);
+    if (getenv("NOGLU") == NULL && b->held.kind == HELD_MATVEC && b->held.n_w == 2 && b->held.y[0] == gate && b->held.y[1] == up &&
+        b->held.w[0]->n_rows == n && b->held.w[1]->n_rows == n) { /* the products of gate and up: one launch */
+        tern_cl_matmul_glu(b->cl, b->held.w[0], b->held.w[1], b->held.x->mem, act == TERN_ACT_GELU, out->mem);
+        b->held.kind = HELD_NONE;
+        return;
+    }
+    flush(b);
     tern_cl_glu(ocl(be)->cl, gate->mem, up->mem, n, act == TERN_ACT_GELU, out->mem);
 }
 

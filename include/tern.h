@@ -159,7 +159,7 @@ void tern_context_free(tern_context *ctx);
 
 typedef struct tern_context_info {
     char backend[160];        /* "cpu (avx2, 2 threads)" */
-    char backend_reason[160]; /* why this backend was chosen */
+    char backend_reason[256]; /* why this backend was chosen */
     int n_threads;
     int64_t n_ctx, n_batch;
     uint64_t kv_bytes, scratch_bytes, weight_bytes;

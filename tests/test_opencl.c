@@ -434,6 +434,42 @@ static void test_kv_attention(void **state) {
     free(scores);
 }
 
+/* One query (decode) over a long cache: the keys are cut into spans on several work-groups and
+ * merged (with one head there are more spans than chunks of keys need, so some spans are empty).
+ * Positions 1, 129 and 1099: one key, one chunk plus one key, many spans. */
+static void test_attention_spans(void **state) {
+    (void)state;
+    const int64_t dk = 64, dv = 64, n_ctx = 1100;
+    float *k = random_floats((size_t)(n_ctx * dk), 1.5f), *v = random_floats((size_t)(n_ctx * dv), 1.0f);
+    float *q = random_floats((size_t)dk, 1.5f), got[64], want[64], *scores = malloc(sizeof(float) * n_ctx);
+    uint16_t *kh = malloc(2 * (size_t)(n_ctx * dk)), *vh = malloc(2 * (size_t)(n_ctx * dv));
+    g_ref.f32_to_f16(n_ctx * dk, k, kh);
+    g_ref.f32_to_f16(n_ctx * dv, v, vh);
+    cl_mem kc = put(g_cl, kh, 2 * (size_t)(n_ctx * dk)), vc = put(g_cl, vh, 2 * (size_t)(n_ctx * dv));
+    cl_mem qd = put(g_cl, q, sizeof(float) * (size_t)dk), od = put(g_cl, NULL, sizeof(float) * (size_t)dv);
+    const int64_t positions[] = {0, 128, n_ctx - 1};
+    for (int i = 0; i < 3; i++) {
+        const tern_cl_attn_shape s = {positions[i], 1, 1, 1, dk, dv, dk, dv, 0, 0.13f};
+        tern_cl_attention(g_cl, qd, kc, vc, &s, od);
+        get(g_cl, od, got, sizeof(float) * (size_t)dv);
+        g_ref.attn_head(dk, dv, positions[i] + 1, q, kh, (size_t)dk, vh, (size_t)dv, 0.13f, scores, want);
+        for (int64_t d = 0; d < dv; d++)
+            if (fabsf(got[d] - want[d]) > 1e-5f)
+                fail_msg("attention at position %lld [%lld]: %.7g, want %.7g", (long long)positions[i],
+                         (long long)d, got[d], want[d]);
+    }
+    tern_cl_release(g_cl, kc, 0);
+    tern_cl_release(g_cl, vc, 0);
+    tern_cl_release(g_cl, qd, 0);
+    tern_cl_release(g_cl, od, 0);
+    free(k);
+    free(v);
+    free(q);
+    free(kh);
+    free(vh);
+    free(scores);
+}
+
 /* ---- weights split by the allocation limit, CLBlast ---- */
 
 /* TERN_OPENCL_SPLIT of 3 rows: 67 rows become 23 parts; every product and lookup must give
@@ -790,6 +826,7 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_glu_add),
         cmocka_unit_test(test_kv_attention),
+        cmocka_unit_test(test_attention_spans),
         cmocka_unit_test(test_split_weights),
         cmocka_unit_test(test_clblast),
         cmocka_unit_test(test_program_cache),

@@ -14,6 +14,7 @@
 
 #include "engine/roofline.h"
 #include "engine/telemetry.h"
+#include "kernels/opencl/opencl.h"
 #include "tools/generate.h"
 #include "tools/sysdesc.h"
 
@@ -35,7 +36,7 @@ typedef struct tern_bench_run {
     char error[TERN_ERROR_MESSAGE_MAX];
     /* what ran */
     char backend[160];
-    char backend_reason[160];
+    char backend_reason[256]; /* as long as tern_context_info's */
     int n_threads;
     int64_t n_ctx;
     tern_stop_reason stop;
@@ -46,9 +47,11 @@ typedef struct tern_bench_run {
     double load_ms, ttft_ms, prefill_ms, decode_ms;
     int64_t n_prompt, n_generated;
     double prefill_tps, decode_tps;
-    /* the roofline: bytes per token at the mean decode position, bandwidth at n_threads */
+    /* the roofline: bytes per token at the mean decode position over the read bandwidth of what
+     * ran it: the CPU's at n_threads, or the OpenCL device's (its read kernel) */
     uint64_t bytes_per_token;
-    double bandwidth_gbs, roofline_tps, roofline_pct; /* pct < 0: not available (GPU backend) */
+    double bandwidth_gbs, roofline_tps, roofline_pct; /* pct < 0: no bandwidth could be measured */
+    char bandwidth_source[160]; /* "read bandwidth on 2 threads", "... read kernel on X" */
     int64_t peak_rss;     /* bytes, -1 unknown */
     int64_t major_faults; /* during the run, -1 unknown */
     /* the run on the telemetry clock, and its samples [sample_first, sample_end) */
@@ -63,6 +66,14 @@ typedef struct tern_bench_run {
 } tern_bench_run;
 
 #define TERN_BENCH_MAX_BW 16
+#define TERN_BENCH_MAX_DEVICE_BW 8
+
+/* An OpenCL device's read bandwidth (tern_cl_read_bandwidth), or why it could not be measured. */
+typedef struct tern_bench_device_bw {
+    char name[96];
+    tern_cl_bandwidth bw; /* median_gbs 0: not measured */
+    char error[TERN_ERROR_MESSAGE_MAX];
+} tern_bench_device_bw;
 
 /* State shared by the runs of one bench invocation. */
 typedef struct tern_bench_env {
@@ -74,6 +85,8 @@ typedef struct tern_bench_env {
     size_t prompt_len;
     int n_bw; /* read bandwidth, measured once per thread count */
     tern_bandwidth bw[TERN_BENCH_MAX_BW];
+    int n_device_bw; /* OpenCL devices' read bandwidth, measured once per device */
+    tern_bench_device_bw device_bw[TERN_BENCH_MAX_DEVICE_BW];
     bool verbose; /* a line per run on stderr */
 } tern_bench_env;
 
@@ -117,6 +130,10 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
 
 /* The read bandwidth at n_threads (measured on first use). NULL when it cannot be measured. */
 const tern_bandwidth *tern_bench_bandwidth(tern_bench_env *env, int n_threads);
+/* The read bandwidth of the OpenCL device called `name` (measured on first use with its read
+ * kernel over 1 GiB or less; a failure is kept in the entry and not retried). NULL when it could
+ * not be measured. */
+const tern_bench_device_bw *tern_bench_device_bandwidth(tern_bench_env *env, const char *name);
 
 /* "t=2 cpu ctx=4096 p=512 n=128" */
 void tern_bench_config_label(const tern_bench_config *cfg, char *buf, size_t cap);

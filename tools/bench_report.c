@@ -141,15 +141,26 @@ void tern_bench_report_md(const tern_bench_result *res, FILE *f) {
                     bw->median_gbs, bw->n_threads, bw->n_threads > 1 ? "s" : "", bw->reps,
                     tern_cli_bytes(bw->bytes, b[0], sizeof b[0]), bw->best_gbs);
     }
+    for (int i = 0; i < res->env->n_device_bw; i++) {
+        const tern_bench_device_bw *d = &res->env->device_bw[i];
+        if (d->bw.median_gbs > 0)
+            fprintf(f, "OpenCL read bandwidth %.2f GB/s on %s (a plain read kernel, median of %d reads of %s; "
+                       "best %.2f GB/s)\n",
+                    d->bw.median_gbs, d->name, d->bw.reps, tern_cli_bytes(d->bw.bytes, b[0], sizeof b[0]),
+                    d->bw.best_gbs);
+        else
+            fprintf(f, "OpenCL read bandwidth on %s: not measured (%s)\n", d->name, d->error);
+    }
     for (int c = 0; c < res->n_configs; c++)
         for (int r = 0; r < res->reps; r++) {
             const tern_bench_run *run = run_at(res, c, r);
             if (!run->failed && run->roofline_tps > 0) {
                 char label[128];
                 tern_bench_config_label(&res->configs[c], label, sizeof label);
-                fprintf(f, "roofline of %s: %s read per token (weights + KV at the mean decode position) -> %.1f "
-                           "tokens/s\n",
-                        label, tern_cli_bytes(run->bytes_per_token, b[0], sizeof b[0]), run->roofline_tps);
+                fprintf(f, "roofline of %s: %s read per token (weights + KV at the mean decode position) at "
+                           "%.2f GB/s (%s, measured) -> %.1f tokens/s\n",
+                        label, tern_cli_bytes(run->bytes_per_token, b[0], sizeof b[0]), run->bandwidth_gbs,
+                        run->bandwidth_source, run->roofline_tps);
                 break;
             }
         }
@@ -238,6 +249,8 @@ static void json_run(const tern_bench_result *res, const tern_bench_run *run, in
             (long long)run->n_prompt, (long long)run->n_generated, run->prefill_tps, run->decode_tps,
             (unsigned long long)run->bytes_per_token);
     json_num(f, "bandwidth_gbs", run->bandwidth_gbs > 0 ? run->bandwidth_gbs : NAN, 3);
+    fputs(",\"bandwidth_source\":", f);
+    tern_cli_json_string(f, run->bandwidth_source, strlen(run->bandwidth_source));
     fputc(',', f);
     json_num(f, "roofline_tps", run->roofline_tps > 0 ? run->roofline_tps : NAN, 3);
     fputc(',', f);
@@ -290,6 +303,19 @@ void tern_bench_report_json(const tern_bench_result *res, FILE *f) {
         const tern_bandwidth *bw = &res->env->bw[i];
         fprintf(f, "%s{\"threads\":%d,\"bytes\":%zu,\"reps\":%d,\"median_gbs\":%.3f,\"best_gbs\":%.3f}", i ? "," : "",
                 bw->n_threads, bw->bytes, bw->reps, bw->median_gbs, bw->best_gbs);
+    }
+    fputs("],\"device_bandwidth\":[", f);
+    for (int i = 0; i < res->env->n_device_bw; i++) {
+        const tern_bench_device_bw *d = &res->env->device_bw[i];
+        fputs(i ? ",{\"device\":" : "{\"device\":", f);
+        tern_cli_json_string(f, d->name, strlen(d->name));
+        fprintf(f, ",\"bytes\":%zu,\"reps\":%d,", d->bw.bytes, d->bw.reps);
+        json_num(f, "median_gbs", d->bw.median_gbs > 0 ? d->bw.median_gbs : NAN, 3);
+        fputc(',', f);
+        json_num(f, "best_gbs", d->bw.best_gbs > 0 ? d->bw.best_gbs : NAN, 3);
+        fputs(",\"error\":", f);
+        tern_cli_json_string(f, d->error, strlen(d->error));
+        fputc('}', f);
     }
     /* each run holds its samples; their cpu_khz and temp_mc arrays follow these two lists */
     fprintf(f, "],\"telemetry\":{\"interval_ms\":%d,\"cpus\":[", res->env->interval_ms);

@@ -166,6 +166,76 @@ const tern_bandwidth *tern_bench_bandwidth(tern_bench_env *env, int n_threads) {
     return bw;
 }
 
+const tern_bench_device_bw *tern_bench_device_bandwidth(tern_bench_env *env, const char *name) {
+    for (int i = 0; i < env->n_device_bw; i++)
+        if (!strcmp(env->device_bw[i].name, name))
+            return env->device_bw[i].bw.median_gbs > 0 ? &env->device_bw[i] : NULL;
+    if (env->n_device_bw == TERN_BENCH_MAX_DEVICE_BW)
+        return NULL;
+    tern_bench_device_bw *d = &env->device_bw[env->n_device_bw++];
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    /* the engine names its device, not its index: the first usable device of that name (devices
+     * of one name are the same model, with the same bandwidth) */
+    tern_cl_device_info list[TERN_CL_MAX_DEVICES];
+    int n = 0, index = -1;
+    tern_error err = {0};
+    tern_status st = tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, &err);
+    for (int i = 0; st == TERN_OK && i < n && i < TERN_CL_MAX_DEVICES && index < 0; i++)
+        if (list[i].available && !strcmp(list[i].name, name))
+            index = list[i].index;
+    if (st == TERN_OK && index < 0)
+        st = tern_error_set(&err, TERN_ERR_BACKEND, "no usable OpenCL device is called '%s'", name);
+    tern_cl *cl = NULL;
+    if (st == TERN_OK)
+        st = tern_cl_create(index, &cl, &err);
+    if (st == TERN_OK)
+        st = tern_cl_read_bandwidth(cl, 0, 5, &d->bw, &err);
+    tern_cl_free(cl);
+    if (st != TERN_OK) {
+        snprintf(d->error, sizeof d->error, "%s", err.message);
+        return NULL;
+    }
+    return d;
+}
+
+/* The device of an OpenCL run, from its backend description "opencl (NAME)" (names may hold
+ * parentheses: "Intel(R) ..."); false for any other backend. */
+static bool opencl_device_name(const char *backend, char *name, size_t cap) {
+    static const char prefix[] = "opencl (";
+    const char *end = strrchr(backend, ')');
+    if (strncmp(backend, prefix, sizeof prefix - 1) || !end || end < backend + sizeof prefix - 1)
+        return false;
+    snprintf(name, cap, "%.*s", (int)(end - backend - (sizeof prefix - 1)), backend + sizeof prefix - 1);
+    return true;
+}
+
+/* The bandwidth the run's backend reads its weights with: the CPU's at the run's threads, or the
+ * OpenCL device's. */
+static void set_roofline(tern_bench_env *env, tern_bench_run *r) {
+    char device[160];
+    double gbs = 0;
+    if (strncmp(r->backend, "cpu", 3) == 0) {
+        const tern_bandwidth *bw = tern_bench_bandwidth(env, r->n_threads);
+        if (bw) {
+            gbs = bw->median_gbs;
+            snprintf(r->bandwidth_source, sizeof r->bandwidth_source, "read bandwidth on %d thread%s",
+                     r->n_threads, r->n_threads > 1 ? "s" : "");
+        }
+    } else if (opencl_device_name(r->backend, device, sizeof device)) {
+        const tern_bench_device_bw *d = tern_bench_device_bandwidth(env, device);
+        if (d) {
+            gbs = d->bw.median_gbs;
+            snprintf(r->bandwidth_source, sizeof r->bandwidth_source, "OpenCL read kernel on %.96s", device);
+        }
+    }
+    if (gbs > 0) {
+        r->bandwidth_gbs = gbs;
+        r->roofline_tps = tern_roofline_tokens_per_s(gbs, r->bytes_per_token);
+        r->roofline_pct = r->roofline_tps > 0 ? 100.0 * r->decode_tps / r->roofline_tps : -1;
+    }
+}
+
 /* n tokens of the prompt: BOS (when the model has one) and the text's tokens, repeated. */
 static tern_status prompt_tokens(const tern_model *m, const char *text, size_t len, int64_t n, int32_t **out,
                                  tern_error *err) {
@@ -366,13 +436,8 @@ done:
     tern_model_free(m);
     if (st != TERN_OK)
         return fail(r, st, err);
-    /* The bandwidth probe runs after the model is gone, between runs, never inside one. */
-    const tern_bandwidth *bw = strncmp(r->backend, "cpu", 3) == 0 ? tern_bench_bandwidth(env, r->n_threads) : NULL;
-    if (bw) {
-        r->bandwidth_gbs = bw->median_gbs;
-        r->roofline_tps = tern_roofline_tokens_per_s(bw->median_gbs, r->bytes_per_token);
-        r->roofline_pct = r->roofline_tps > 0 ? 100.0 * r->decode_tps / r->roofline_tps : -1;
-    }
+    /* The bandwidth probes run after the model is gone, between runs, never inside one. */
+    set_roofline(env, r);
     summarise(env, r);
     if (env->verbose)
         fprintf(stderr, "  load %.0f ms, first token %.0f ms, prefill %.1f t/s, decode %.2f t/s%s\n", r->load_ms,

@@ -2,7 +2,8 @@
  * tern kbench: the machine's read bandwidth first (the decode roofline), then every kernel
  * family at the shapes of 1B and 7B models, per ISA path this CPU can run: GB/s, GFLOP/s and,
  * for the memory-bound cases (gemm with one activation row, attention), the share of the
- * measured bandwidth they reach.
+ * measured bandwidth they reach. With --backend opencl, the OpenCL device's bandwidth and kernels
+ * follow at the same shapes, with the same weights (kbench_report.c).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,7 +19,8 @@
 #include "tools/kbench.h"
 
 static const char kbench_help[] =
-    "usage: tern kbench [--backend cpu|opencl] [--kernel NAME] [--isa LIST] [-t N] [--full] [-o md|json]\n"
+    "usage: tern kbench [--backend cpu|opencl] [--device N] [--kernel NAME] [--isa LIST] [-t N]\n"
+    "                   [--quick | --full] [-o md|json]\n"
     "\n"
     "Measures the machine's read bandwidth on 1..N threads, then the CPU kernels at the shapes of\n"
     "1B and 7B models, for every ISA path this CPU runs (ref, avx2, neon, ...): gemm with one\n"
@@ -26,11 +28,20 @@ static const char kbench_help[] =
     "attention over a few context lengths, rmsnorm, rope and the GLU. Decode gemm streams its\n"
     "weights from memory (copies far beyond the last-level cache), so its GB/s is comparable with\n"
     "the bandwidth; '% roofline' is that ratio.\n"
+    "With --backend opencl, then the OpenCL device, as rows of isa 'opencl': its read bandwidth\n"
+    "from a plain read kernel (the roofline of those rows), decode gemm (and the fused q/k/v\n"
+    "launch), prefill gemm at m=512 (GFLOP/s), attention, rmsnorm, add_rmsnorm, rope and the GLU,\n"
+    "each timed as back-to-back launches up to a finish, launch cost included. The program is\n"
+    "built with TERN_OPENCL_OPTIONS: run twice to compare -D tunables.\n"
     "\n"
-    "  --backend B   cpu (default) or opencl: the device's copy bandwidth (kernels: CPU only yet)\n"
-    "  --kernel NAME only this family: gemm, attention, rmsnorm, rope, glu, or a weight type (Q4_K)\n"
-    "  --isa LIST    only these paths (default: every one that runs here)\n"
+    "  --backend B   cpu (default) or opencl: the CPU rows, then the OpenCL device's\n"
+    "  --device N    the OpenCL device (tern info --devices; default: the first usable, GPUs first)\n"
+    "  --kernel NAME only this family: gemm, attention, rmsnorm, rope, glu, or a weight type (q4_k)\n"
+    "  --isa LIST    only these paths (default: every one that runs here); opencl is the device's\n"
+    "                path: '--isa opencl' gives the device's rows alone (and implies --backend opencl)\n"
     "  -t N          threads for gemm and attention (default: auto, as the engine picks)\n"
+    "  --quick       a smoke test for slow devices (PoCL): the 1B shapes, attention at ctx 512,\n"
+    "                OpenCL prefill at m=64, 64 MiB buffers, shorter timing\n"
     "  --full        more shapes (attn_q, ffn_down), prefill m=512, ref prefill, longer timing\n"
     "  -o FMT        md (default) or json\n"
     "\n"
@@ -45,6 +56,11 @@ static double now_s(void) {
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+tern_kbench_time tern_kbench_time_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return (tern_kbench_time){n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[0], n};
 }
 
 /* The job a timed repetition runs; `rep` lets decode gemm move to another copy of its weights. */
@@ -74,24 +90,40 @@ static tern_kbench_time time_it(const timed *t, double budget_s) {
         t->pool ? tern_threadpool_run(t->pool, t->fn, t->arg) : t->fn(t->arg, 0, 1);
         v[r] = now_s() - t0;
     }
-    qsort(v, (size_t)reps, sizeof v[0], cmp_double);
-    return (tern_kbench_time){reps % 2 ? v[reps / 2] : 0.5 * (v[reps / 2 - 1] + v[reps / 2]), v[0], reps};
+    return tern_kbench_time_of(v, reps);
 }
 
 /* ---- shapes ---- */
 
-typedef struct model_shape {
-    const char *name;
-    int64_t n_embd, n_ff, n_head, n_head_kv, head_dim;
-} model_shape;
-
-static const model_shape models[] = {
+const tern_kbench_model tern_kbench_models[TERN_KBENCH_N_MODELS] = {
     {"1B", 2048, 5632, 32, 4, 64},    /* TinyLlama-1.1B */
     {"7B", 4096, 11008, 32, 32, 128}, /* Llama-2-7B */
 };
 
-static const uint32_t gemm_types[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, TERN_TYPE_Q8_0, TERN_TYPE_Q4_0,
-                                      TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_F16};
+const uint32_t tern_kbench_gemm_types[TERN_KBENCH_N_GEMM_TYPES] = {
+    TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, TERN_TYPE_Q8_0, TERN_TYPE_Q4_0,
+    TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_F16};
+
+int tern_kbench_n_models(const tern_kbench_state *s) {
+    return s->quick ? 1 : TERN_KBENCH_N_MODELS;
+}
+
+int tern_kbench_gemm_shapes(const tern_kbench_state *s, const tern_kbench_model *ms,
+                            tern_kbench_shape out[3]) {
+    /* ffn_up by default: the largest matrix, the one that dominates a token */
+    out[0] = (tern_kbench_shape){"ffn_up", ms->n_ff, ms->n_embd};
+    if (!s->full)
+        return 1;
+    out[1] = (tern_kbench_shape){"attn_q", ms->n_embd, ms->n_embd};
+    out[2] = (tern_kbench_shape){"ffn_down", ms->n_embd, ms->n_ff};
+    return 3;
+}
+
+int tern_kbench_contexts(const tern_kbench_state *s, int64_t out[4]) {
+    static const int64_t contexts[4] = {512, 2048, 8192, 32768};
+    memcpy(out, contexts, sizeof contexts);
+    return s->quick ? 1 : s->full ? 4 : 3;
+}
 
 /* ---- weights: valid blocks tiled over an arena ---- */
 
@@ -102,7 +134,7 @@ static uint64_t splitmix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-static float uniform(uint64_t *s) {
+float tern_kbench_uniform(uint64_t *s) {
     return (float)((double)(splitmix(s) >> 11) * 0x1p-53 - 0.5);
 }
 
@@ -124,7 +156,7 @@ static bool fill_arena(uint32_t type, uint8_t *arena, size_t bytes) {
     if (ok) {
         uint64_t seed = type + 1;
         for (int64_t i = 0; i < n; i++)
-            src[i] = uniform(&seed) * 0.04f;
+            src[i] = tern_kbench_uniform(&seed) * 0.04f;
         qt->quantize(src, pool, n);
         size_t at = 0;
         for (; at + unit <= bytes; at += unit)
@@ -134,6 +166,16 @@ static bool fill_arena(uint32_t type, uint8_t *arena, size_t bytes) {
     free(src);
     free(pool);
     return ok;
+}
+
+bool tern_kbench_weights(tern_kbench_state *s, uint32_t type) {
+    if (s->arena_type == type)
+        return true;
+    s->arena_type = TERN_TYPE_COUNT;
+    if (!s->arena || !fill_arena(type, s->arena, s->arena_bytes))
+        return false;
+    s->arena_type = type;
+    return true;
 }
 
 /* ---- gemm ---- */
@@ -156,8 +198,8 @@ static void gemm_part(void *arg, int thread, int n_threads) {
     j->gemm(j->k, w + (size_t)r0 * j->w_row, j->w_row, r1 - r0, j->x, j->x_row, j->m, j->y + r0, j->n_rows);
 }
 
-static void bench_gemm(tern_kbench_state *s, const tern_cpu_kernels *kt, uint32_t type, const model_shape *ms,
-                       const char *shape, int64_t n_rows, int64_t k, int64_t m) {
+static void bench_gemm(tern_kbench_state *s, const tern_cpu_kernels *kt, uint32_t type,
+                       const tern_kbench_model *ms, const char *shape, int64_t n_rows, int64_t k, int64_t m) {
     const uint32_t fmt = tern_dot_format(type);
     gemm_job j = {.gemm = kt->gemm[type], .k = k, .n_rows = n_rows, .m = m};
     j.w_row = tern_type_row_bytes(type, k);
@@ -177,7 +219,7 @@ static void bench_gemm(tern_kbench_state *s, const tern_cpu_kernels *kt, uint32_
     uint64_t seed = 7;
     for (int64_t i = 0; i < m; i++) {
         for (int64_t e = 0; e < k; e++)
-            xf[e] = uniform(&seed);
+            xf[e] = tern_kbench_uniform(&seed);
         kt->quantize_act[fmt](xf, x + (size_t)i * j.x_row, k);
     }
     j.w = s->arena, j.x = x, j.y = y;
@@ -217,7 +259,8 @@ static void attn_part(void *arg, int thread, int n_threads) {
     }
 }
 
-static void bench_attention(tern_kbench_state *s, const tern_cpu_kernels *kt, const model_shape *ms, int64_t n_kv) {
+static void bench_attention(tern_kbench_state *s, const tern_cpu_kernels *kt, const tern_kbench_model *ms,
+                            int64_t n_kv) {
     const size_t cache = (size_t)n_kv * (size_t)(ms->n_head_kv * ms->head_dim);
     attn_job j = {.kt = kt, .n_head = ms->n_head, .n_head_kv = ms->n_head_kv, .dim = ms->head_dim, .n_kv = n_kv};
     uint16_t *kc = malloc(cache * sizeof *kc), *vc = malloc(cache * sizeof *vc);
@@ -229,11 +272,11 @@ static void bench_attention(tern_kbench_state *s, const tern_cpu_kernels *kt, co
     }
     uint64_t seed = 11;
     for (size_t i = 0; i < cache; i++) {
-        kc[i] = tern_fp32_to_fp16(uniform(&seed));
-        vc[i] = tern_fp32_to_fp16(uniform(&seed));
+        kc[i] = tern_fp32_to_fp16(tern_kbench_uniform(&seed));
+        vc[i] = tern_fp32_to_fp16(tern_kbench_uniform(&seed));
     }
     for (int64_t i = 0; i < ms->n_head * ms->head_dim; i++)
-        q[i] = uniform(&seed);
+        q[i] = tern_kbench_uniform(&seed);
     j.q = q, j.kc = kc, j.vc = vc, j.scores = scores, j.out = out;
     const timed t = {s->pool, attn_part, &j, NULL};
     const tern_kbench_time tm = time_it(&t, s->budget_s);
@@ -273,7 +316,7 @@ static void ops_part(void *arg, int thread, int n_threads) {
     }
 }
 
-static void bench_ops(tern_kbench_state *s, const tern_cpu_kernels *kt, const model_shape *ms) {
+static void bench_ops(tern_kbench_state *s, const tern_cpu_kernels *kt, const tern_kbench_model *ms) {
     static const char *const names[] = {"rmsnorm", "rope", "glu", "glu"};
     static const char *const types[] = {"f32", "f32", "silu", "gelu"};
     const int64_t n = ms->n_ff > ms->n_head * ms->head_dim ? ms->n_ff : ms->n_head * ms->head_dim;
@@ -283,7 +326,8 @@ static void bench_ops(tern_kbench_state *s, const tern_cpu_kernels *kt, const mo
     if (j.a && j.b && j.c && j.cos_sin) {
         uint64_t seed = 5;
         for (int64_t i = 0; i < n; i++)
-            j.a[i] = uniform(&seed), j.b[i] = 1.0f + uniform(&seed), j.c[i] = uniform(&seed);
+            j.a[i] = tern_kbench_uniform(&seed), j.b[i] = 1.0f + tern_kbench_uniform(&seed),
+            j.c[i] = tern_kbench_uniform(&seed);
         for (int64_t i = 0; i < ms->head_dim; i++)
             j.cos_sin[i] = i % 2 ? 0.6f : 0.8f;
         for (j.op = 0; j.op < 4; j.op++) {
@@ -311,30 +355,19 @@ static void bench_ops(tern_kbench_state *s, const tern_cpu_kernels *kt, const mo
 
 static void bench_isa(tern_kbench_state *s, const tern_cpu_kernels *kt) {
     const bool is_ref = !strcmp(kt->isa, "ref");
-    for (size_t t = 0; t < sizeof gemm_types / sizeof gemm_types[0]; t++) {
-        const uint32_t type = gemm_types[t];
+    for (int t = 0; t < TERN_KBENCH_N_GEMM_TYPES; t++) {
+        const uint32_t type = tern_kbench_gemm_types[t];
         if (!tern_kbench_wanted(s, "gemm", tern_type_name(type)))
             continue;
-        if (s->arena_type != type) {
-            if (!fill_arena(type, s->arena, s->arena_bytes)) {
-                tern_kbench_skip(s, "gemm %s: cannot make weights", tern_type_name(type));
-                continue;
-            }
-            s->arena_type = type;
+        if (!tern_kbench_weights(s, type)) {
+            tern_kbench_skip(s, "gemm %s: cannot make weights", tern_type_name(type));
+            continue;
         }
-        for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
-            const model_shape *ms = &models[mi];
-            /* ffn_up by default: the largest matrix, the one that dominates a token */
-            const struct {
-                const char *name;
-                int64_t rows, k;
-                bool full_only;
-            } shapes[] = {{"ffn_up", ms->n_ff, ms->n_embd, false},
-                          {"attn_q", ms->n_embd, ms->n_embd, true},
-                          {"ffn_down", ms->n_embd, ms->n_ff, true}};
-            for (size_t si = 0; si < 3; si++) {
-                if (shapes[si].full_only && !s->full)
-                    continue;
+        for (int mi = 0; mi < tern_kbench_n_models(s); mi++) {
+            const tern_kbench_model *ms = &tern_kbench_models[mi];
+            tern_kbench_shape shapes[3];
+            const int n_shapes = tern_kbench_gemm_shapes(s, ms, shapes);
+            for (int si = 0; si < n_shapes; si++) {
                 bench_gemm(s, kt, type, ms, shapes[si].name, shapes[si].rows, shapes[si].k, 1);
                 /* the reference path is the oracle, not a speed path: prefill only with --full */
                 if (!is_ref || s->full)
@@ -344,31 +377,62 @@ static void bench_isa(tern_kbench_state *s, const tern_cpu_kernels *kt) {
             }
         }
     }
-    static const int64_t contexts[] = {512, 2048, 8192, 32768};
-    for (size_t mi = 0; mi < sizeof models / sizeof models[0] && tern_kbench_wanted(s, "attention", NULL); mi++)
-        for (size_t c = 0; c < sizeof contexts / sizeof contexts[0] - (s->full ? 0 : 1); c++)
-            bench_attention(s, kt, &models[mi], contexts[c]);
-    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++)
-        bench_ops(s, kt, &models[mi]);
+    int64_t contexts[4];
+    const int n_contexts = tern_kbench_contexts(s, contexts);
+    for (int mi = 0; mi < tern_kbench_n_models(s) && tern_kbench_wanted(s, "attention", NULL); mi++)
+        for (int c = 0; c < n_contexts; c++)
+            bench_attention(s, kt, &tern_kbench_models[mi], contexts[c]);
+    for (int mi = 0; mi < tern_kbench_n_models(s); mi++)
+        bench_ops(s, kt, &tern_kbench_models[mi]);
 }
 
 /* ---- the command ---- */
 
 static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "neon", "neon-dotprod"};
 
-int tern_cmd_kbench(int argc, char **argv) {
-    tern_kbench_state s = {.budget_s = 0.12};
-    const char *isa_list = NULL;
-    bool opencl = false;
-    int64_t threads = 0;
+/* The CPU rows: every ISA path this CPU runs and --isa lets through, each once. */
+static void bench_cpu(tern_kbench_state *s, const char *isa_list) {
+    const tern_cpu_topology *topo = s->sys->topo;
+    const int *cpus = topo->topology_known && topo->n_classes > 1 && s->n_threads <= topo->n_compute
+                          ? topo->compute_cpus
+                          : NULL;
+    const char *seen[8];
+    int n_seen = 0;
+    for (size_t i = 0; i < sizeof isa_names / sizeof isa_names[0]; i++) {
+        tern_cpu_kernels kt;
+        if (!tern_kbench_isa_wanted(isa_list, isa_names[i]) ||
+            tern_cpu_kernels_init(&kt, isa_names[i], NULL) != TERN_OK)
+            continue; /* not built for this architecture, or the CPU lacks it */
+        bool dup = false;
+        for (int k = 0; k < n_seen; k++)
+            dup |= !strcmp(seen[k], kt.isa);
+        if (dup)
+            continue;
+        seen[n_seen++] = kt.isa;
+        tern_error err = {0};
+        if (!s->pool && tern_threadpool_create(s->n_threads, cpus, &s->pool, &err) != TERN_OK) {
+            tern_kbench_skip(s, "CPU kernels: %s", err.message);
+            return;
+        }
+        bench_isa(s, &kt);
+    }
+}
+
+/* 0 parsed, else the exit status (-1: --help was printed). */
+static int parse_args(int argc, char **argv, tern_kbench_state *s, const char **isa_list, bool *opencl,
+                      int64_t *threads) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
+        int64_t n;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(kbench_help, stdout);
-            return TERN_EXIT_OK;
+            return -1;
         } else if (!strcmp(a, "--full")) {
-            s.full = true;
-            s.budget_s = 0.5;
+            s->full = true;
+            s->budget_s = 0.5;
+        } else if (!strcmp(a, "--quick")) {
+            s->quick = true;
+            s->budget_s = 0.05;
         } else if (!strcmp(a, "--backend")) {
             if (!(v = tern_cli_value(argc, argv, &i)))
                 return TERN_EXIT_USAGE;
@@ -376,15 +440,20 @@ int tern_cmd_kbench(int argc, char **argv) {
                 fprintf(stderr, "tern kbench: --backend takes cpu or opencl, got '%s'\n", v);
                 return TERN_EXIT_USAGE;
             }
-            opencl = !strcmp(v, "opencl");
+            *opencl = !strcmp(v, "opencl");
+        } else if (!strcmp(a, "--device")) {
+            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, 0, TERN_CL_MAX_DEVICES - 1, &n))
+                return TERN_EXIT_USAGE;
+            s->opencl_device = (int)n;
         } else if (!strcmp(a, "--kernel")) {
-            if (!(s.kernel = tern_cli_value(argc, argv, &i)))
+            if (!(s->kernel = tern_cli_value(argc, argv, &i)))
                 return TERN_EXIT_USAGE;
         } else if (!strcmp(a, "--isa")) {
-            if (!(isa_list = tern_cli_value(argc, argv, &i)))
+            if (!(*isa_list = tern_cli_value(argc, argv, &i)))
                 return TERN_EXIT_USAGE;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, 1, TERN_THREADPOOL_MAX_THREADS, &threads))
+            if (!(v = tern_cli_value(argc, argv, &i)) ||
+                !tern_cli_int(a, v, 1, TERN_THREADPOOL_MAX_THREADS, threads))
                 return TERN_EXIT_USAGE;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (!(v = tern_cli_value(argc, argv, &i)))
@@ -393,17 +462,35 @@ int tern_cmd_kbench(int argc, char **argv) {
                 fprintf(stderr, "tern kbench: -o takes md or json, got '%s'\n", v);
                 return TERN_EXIT_USAGE;
             }
-            s.json = !strcmp(v, "json");
+            s->json = !strcmp(v, "json");
         } else {
             fprintf(stderr, "tern kbench: unknown option '%s' (tern kbench --help)\n", a);
             return TERN_EXIT_USAGE;
         }
     }
-    if (s.kernel && !tern_kbench_kernel_known(s.kernel)) {
-        fprintf(stderr, "tern kbench: unknown kernel '%s': gemm, attention, rmsnorm, rope, glu or a weight type\n",
-                s.kernel);
+    if (s->quick && s->full) {
+        fprintf(stderr, "tern kbench: --quick and --full exclude each other\n");
         return TERN_EXIT_USAGE;
     }
+    if (s->kernel && !tern_kbench_kernel_known(s->kernel)) {
+        fprintf(stderr,
+                "tern kbench: unknown kernel '%s': gemm, attention, rmsnorm, rope, glu or a weight type\n",
+                s->kernel);
+        return TERN_EXIT_USAGE;
+    }
+    if (*isa_list && tern_kbench_isa_wanted(*isa_list, "opencl"))
+        *opencl = true;
+    return 0;
+}
+
+int tern_cmd_kbench(int argc, char **argv) {
+    tern_kbench_state s = {.budget_s = 0.12, .opencl_device = -1, .arena_type = TERN_TYPE_COUNT};
+    const char *isa_list = NULL;
+    bool opencl = false;
+    int64_t threads = 0;
+    const int parsed = parse_args(argc, argv, &s, &isa_list, &opencl, &threads);
+    if (parsed)
+        return parsed < 0 ? TERN_EXIT_OK : parsed;
     tern_error err = {0};
     tern_sysdesc sys;
     if (tern_sysdesc_read(&sys, &err) != TERN_OK)
@@ -411,31 +498,13 @@ int tern_cmd_kbench(int argc, char **argv) {
     s.sys = &sys;
     s.n_threads = threads ? (int)threads : sys.auto_threads;
     tern_kbench_measure_bandwidth(&s);
+    /* decode gemm cycles through copies of its weights spread over the arena */
+    s.arena_bytes = (size_t)(s.quick ? 64 : 256) << 20;
+    if (!(s.arena = malloc(s.arena_bytes)))
+        tern_kbench_skip(&s, "gemm: cannot allocate %zu MiB of weights", s.arena_bytes >> 20);
+    bench_cpu(&s, isa_list);
     if (opencl)
-        tern_kbench_opencl(&s);
-    const tern_cpu_topology *topo = sys.topo;
-    const int *cpus = topo->topology_known && topo->n_classes > 1 && s.n_threads <= topo->n_compute ? topo->compute_cpus : NULL;
-    s.arena_bytes = (size_t)256 << 20;
-    s.arena = malloc(s.arena_bytes);
-    s.arena_type = TERN_TYPE_COUNT;
-    if (!s.arena || tern_threadpool_create(s.n_threads, cpus, &s.pool, &err) != TERN_OK) {
-        tern_kbench_skip(&s, "CPU kernels: %s", s.arena ? err.message : "cannot allocate 256 MiB of weights");
-    } else {
-        const char *seen[8];
-        int n_seen = 0;
-        for (size_t i = 0; i < sizeof isa_names / sizeof isa_names[0]; i++) {
-            tern_cpu_kernels kt;
-            if (!tern_kbench_isa_wanted(isa_list, isa_names[i]) || tern_cpu_kernels_init(&kt, isa_names[i], NULL) != TERN_OK)
-                continue; /* not built for this architecture, or the CPU lacks it */
-            bool dup = false;
-            for (int k = 0; k < n_seen; k++)
-                dup |= !strcmp(seen[k], kt.isa);
-            if (dup)
-                continue;
-            seen[n_seen++] = kt.isa;
-            bench_isa(&s, &kt);
-        }
-    }
+        tern_kbench_opencl(&s, tern_kbench_isa_wanted(isa_list, "opencl"));
     if (s.json)
         tern_kbench_print_json(&s, stdout);
     else

@@ -1,6 +1,7 @@
 /*
- * tern kbench internals shared by cmd_kbench.c (the measurements) and kbench_report.c (the
- * bandwidth probe, the OpenCL part, the collected results and their output).
+ * tern kbench internals shared by cmd_kbench.c (the CPU measurements, the shapes and weights every
+ * path uses) and kbench_report.c (the bandwidth probe, the OpenCL part, the collected results and
+ * their output).
  */
 #ifndef TERN_TOOLS_KBENCH_H
 #define TERN_TOOLS_KBENCH_H
@@ -11,6 +12,7 @@
 
 #include "engine/roofline.h"
 #include "engine/threadpool.h"
+#include "kernels/opencl/opencl.h"
 #include "tools/sysdesc.h"
 
 typedef struct tern_kbench_time {
@@ -20,10 +22,10 @@ typedef struct tern_kbench_time {
 
 typedef struct tern_kbench_result {
     const char *family; /* "gemm", "attention", "rmsnorm", "rope", "glu" */
-    const char *isa, *type, *model;
+    const char *isa, *type, *model; /* isa: a CPU path, or "opencl" */
     char shape[48];
     int64_t rows, k, m;
-    int threads;
+    int threads; /* 0: not a CPU row */
     tern_kbench_time time;
     double gbs, gflops;
     double roofline_pct; /* < 0: not memory-bound, not rated */
@@ -33,7 +35,7 @@ typedef struct tern_kbench_result {
 
 typedef struct tern_kbench_state {
     const tern_sysdesc *sys;
-    bool full, json;
+    bool full, quick, json;
     const char *kernel; /* --kernel filter or NULL */
     double budget_s;    /* timing per measurement */
     int n_threads;
@@ -45,14 +47,49 @@ typedef struct tern_kbench_state {
     int n_bw;
     tern_bandwidth bw[TERN_KBENCH_MAX_BW];
     double bw_gbs;
-    /* the OpenCL device, when asked for */
+    /* the OpenCL device, when asked for: a line about it (or why there is none), its read
+     * bandwidth (the roofline of the OpenCL rows) */
+    int opencl_device; /* --device, -1: the first usable device, GPUs first */
     char opencl[512];
-    double opencl_gbs;
+    tern_cl_bandwidth opencl_bw;
     tern_kbench_result *results;
     int n_results, cap_results;
     char **skipped;
     int n_skipped;
 } tern_kbench_state;
+
+/* ---- what every path measures (cmd_kbench.c) ---- */
+
+typedef struct tern_kbench_model {
+    const char *name;
+    int64_t n_embd, n_ff, n_head, n_head_kv, head_dim;
+} tern_kbench_model;
+
+#define TERN_KBENCH_N_MODELS 2
+#define TERN_KBENCH_N_GEMM_TYPES 7
+extern const tern_kbench_model tern_kbench_models[TERN_KBENCH_N_MODELS]; /* 1B, 7B */
+extern const uint32_t tern_kbench_gemm_types[TERN_KBENCH_N_GEMM_TYPES];  /* Q4_K, Q6_K, ... F16 */
+/* The models measured: the 1B only with --quick. */
+int tern_kbench_n_models(const tern_kbench_state *s);
+
+typedef struct tern_kbench_shape {
+    const char *name;
+    int64_t rows, k;
+} tern_kbench_shape;
+/* The weight shapes of a model's gemm rows: ffn_up, and attn_q and ffn_down with --full. */
+int tern_kbench_gemm_shapes(const tern_kbench_state *s, const tern_kbench_model *ms,
+                            tern_kbench_shape out[3]);
+/* The context lengths of the attention rows: 512, 2048, 8192 (32768 with --full; 512 with --quick). */
+int tern_kbench_contexts(const tern_kbench_state *s, int64_t out[4]);
+/* The arena filled with valid random blocks of `type` (kept while the type stays the same); a row
+ * of a multiple of the block size that starts on a block boundary holds valid blocks. */
+bool tern_kbench_weights(tern_kbench_state *s, uint32_t type);
+/* A uniform random number in [-0.5, 0.5) from a splitmix64 state. */
+float tern_kbench_uniform(uint64_t *seed);
+/* Median and best of n per-call times (v is sorted). */
+tern_kbench_time tern_kbench_time_of(double *v, int n);
+
+/* ---- results and output (kbench_report.c) ---- */
 
 void tern_kbench_add(tern_kbench_state *s, const tern_kbench_result *r);
 void tern_kbench_skip(tern_kbench_state *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -62,8 +99,10 @@ bool tern_kbench_kernel_known(const char *name);
 bool tern_kbench_isa_wanted(const char *list, const char *isa);
 /* Read bandwidth on 1, 2, 4, ... threads up to the online CPUs (every count with --full). */
 void tern_kbench_measure_bandwidth(tern_kbench_state *s);
-/* The OpenCL device's copy bandwidth, into s->opencl / s->opencl_gbs. */
-void tern_kbench_opencl(tern_kbench_state *s);
+/* The OpenCL device: its read bandwidth (s->opencl, s->opencl_bw), then, when run_kernels, the
+ * OpenCL kernels through kernels/opencl/opencl.h as rows of isa "opencl": decode gemm (m=1, and the
+ * fused q/k/v launch), prefill gemm (m=512; 64 with --quick), attention, rmsnorm, rope, glu. */
+void tern_kbench_opencl(tern_kbench_state *s, bool run_kernels);
 void tern_kbench_print_md(const tern_kbench_state *s, FILE *f);
 void tern_kbench_print_json(const tern_kbench_state *s, FILE *f);
 void tern_kbench_free(tern_kbench_state *s);

@@ -4,11 +4,16 @@
  * kv_store: K and V rows of n tokens, f32 -> f16 (round to nearest even), at positions pos0..
  *   of one layer's cache ([n_ctx][width] halves). Global size (max width rounded up, n).
  *
- * attention: one work-group per (head, token). Query t sits at position pos0 + t and sees keys
- *   first..pos (first = pos + 1 - window for sliding-window layers); head h reads KV head
- *   h / (n_head / n_head_kv) (GQA). The keys go by in chunks of ATT_WGS, one per work-item:
+ * attention: one work-group per (head, split, token). Query t sits at position pos0 + t and sees
+ *   keys first..pos (first = pos + 1 - window for sliding-window layers); head h reads KV head
+ *   h / (n_head / n_head_kv) (GQA). The keys are cut into n_splits spans of `span` keys, one per
+ *   work-group, so that decode (one query, a few heads) still fills the device: without the
+ *   split, 32 heads are 32 work-groups on a GPU with 100+ compute units, each walking the whole
+ *   context alone. Within a span the keys go by in chunks of ATT_WGS, one per work-item:
  *   scores, then an online softmax (running maximum m and sum l; earlier partial sums are
  *   rescaled by exp(m_old - m_new)), and each work-item accumulates its own output dimensions.
+ *   With one split the result is written normalized; with more, each span writes (its
+ *   unnormalized output, m, l) to `part` and attention_merge combines the spans the same way.
  *   All sums in f32. Mathematically the reference's softmax(scale q.K) V; rounding differs.
  *   Preconditions: head sizes <= ATT_MAX_D, ATT_WGS a power of two.
  */
@@ -31,11 +36,72 @@ kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void kv_store(global 
         vstore_half_rte(v[(size_t)t * v_width + i], (size_t)(pos0 + t) * v_width + i, vc);
 }
 
+/* rope_kv: the rope of q and of k and the store of k and v into the cache, in one launch (the
+ * rope and kv_store kernels' arithmetic exactly: the same rotation of each pair, the same f16
+ * rounding). Work-item i of token t (global size (n_items rounded up, n_tokens)) takes
+ *   i < nq = n_head * n_rot/2:            rotated pair i of q's heads
+ *   then nk = n_head_kv * head_dim/2:     pair i of k's heads: rotated (pairs < n_rot/2, written
+ *                                          back to k and to the cache) or, past n_rot, copied
+ *   then nv = v_width / 2:                two values of v, copied.
+ * Preconditions: head_dim, n_rot and v_width even. */
+static inline int2 rope_pair(const int k, const int n_rot, const int neox) {
+    return neox ? (int2)(k, k + n_rot / 2) : (int2)(2 * k, 2 * k + 1);
+}
+
+kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void rope_kv(
+    global float *q, global float *k, global const float *v, global half *kc, global half *vc, const int n_head,
+    const int n_head_kv, const int head_dim, const int n_rot, const int neox, global const float *cos_sin,
+    const int pos0, const int v_width) {
+    const int t = get_global_id(1), half_rot = n_rot / 2;
+    const int nq = n_head * half_rot, nk = n_head_kv * (head_dim / 2), nv = v_width / 2;
+    int i = get_global_id(0);
+    if (i >= nq + nk + nv)
+        return;
+    const int pos = pos0 + t, k_width = n_head_kv * head_dim;
+    global const float *cs = cos_sin + (size_t)pos * (size_t)n_rot;
+    if (i >= nq + nk) { /* v */
+        i -= nq + nk;
+        const size_t at = (size_t)t * (size_t)v_width + 2 * (size_t)i;
+        vstore_half_rte(v[at], (size_t)pos * v_width + 2 * i, vc);
+        vstore_half_rte(v[at + 1], (size_t)pos * v_width + 2 * i + 1, vc);
+        return;
+    }
+    const bool is_q = i < nq;
+    if (!is_q)
+        i -= nq;
+    const int per_head = is_q ? half_rot : head_dim / 2, h = i / per_head, j = i % per_head;
+    global float *head = (is_q ? q + ((size_t)t * n_head + h) * head_dim : k + ((size_t)t * n_head_kv + h) * head_dim);
+    int2 at;
+    if (j < half_rot) {
+        at = rope_pair(j, n_rot, neox);
+        const float c = cs[2 * j], s = cs[2 * j + 1], a = head[at.x], b = head[at.y];
+        head[at.x] = a * c - b * s;
+        head[at.y] = a * s + b * c;
+    } else { /* a pair past the rotated dimensions: stored as is */
+        at = (int2)(n_rot + 2 * (j - half_rot), n_rot + 2 * (j - half_rot) + 1);
+    }
+    if (!is_q) {
+        const size_t row = (size_t)pos * (size_t)k_width + (size_t)h * (size_t)head_dim;
+        vstore_half_rte(head[at.x], row + at.x, kc);
+        vstore_half_rte(head[at.y], row + at.y, kc);
+    }
+}
+
+/* The loops below over keys and dimensions have run-time lengths, which GPU compilers do not
+ * software-pipeline: each iteration's load would wait a full memory latency. Four independent
+ * chains per iteration keep four loads in flight. */
 static inline float dot_f16(local const float *q, global const half *k, const int n) {
-    float4 acc = 0.0f;
+    float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
     int d = 0;
+    for (; d + 16 <= n; d += 16) {
+        a0 = mad(vload4(0, q + d), vload_half4(0, k + d), a0);
+        a1 = mad(vload4(0, q + d + 4), vload_half4(0, k + d + 4), a1);
+        a2 = mad(vload4(0, q + d + 8), vload_half4(0, k + d + 8), a2);
+        a3 = mad(vload4(0, q + d + 12), vload_half4(0, k + d + 12), a3);
+    }
     for (; d + 4 <= n; d += 4)
-        acc = mad(vload4(0, q + d), vload_half4(0, k + d), acc);
+        a0 = mad(vload4(0, q + d), vload_half4(0, k + d), a0);
+    const float4 acc = (a0 + a1) + (a2 + a3);
     float s = (acc.x + acc.y) + (acc.z + acc.w);
     for (; d < n; d++)
         s = mad(q[d], vload_half(d, k), s);
@@ -45,14 +111,16 @@ static inline float dot_f16(local const float *q, global const half *k, const in
 kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     global const float *q, global const half *kc, global const half *vc, global float *out, const int pos0,
     const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width, const int v_width,
-    const float scale, const int window) {
+    const float scale, const int window, const int span, global float *part) {
     local float ql[ATT_MAX_D];
     local float pl[ATT_WGS];
     local float red[ATT_WGS];
-    const int h = get_group_id(0), t = get_group_id(1), lid = get_local_id(0);
+    const int h = get_group_id(0), split = get_group_id(1), n_splits = get_num_groups(1);
+    const int t = get_group_id(2), lid = get_local_id(0);
     const int hk = h / (n_head / n_head_kv);
     const int pos = pos0 + t;
     const int first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+    const int lo = first + split * span, hi = min(pos + 1, lo + span); /* keys lo..hi-1 */
     const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
     for (int d = lid; d < dk; d += ATT_WGS)
         ql[d] = q[qrow * (size_t)dk + d];
@@ -64,8 +132,8 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     for (int j = 0; j < ATT_DIMS_PER_ITEM; j++)
         acc[j] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    for (int c0 = first; c0 <= pos; c0 += ATT_WGS) {
-        const int key = c0 + lid, n = min(ATT_WGS, pos + 1 - c0);
+    for (int c0 = lo; c0 < hi; c0 += ATT_WGS) {
+        const int key = c0 + lid, n = min(ATT_WGS, hi - c0);
         const float s = lid < n ? dot_f16(ql, kh + (size_t)key * (size_t)k_width, dk) * scale : -INFINITY;
         const float m_new = fmax(m, group_max(s, red, ATT_WGS));
         const float p = lid < n ? exp(s - m_new) : 0.0f;
@@ -77,19 +145,67 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
         for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
             const int d = lid + j * ATT_WGS;
             if (d < dv) {
-                float a = acc[j] * corr;
                 global const half *vd = vh + (size_t)c0 * (size_t)v_width + d;
-                for (int i = 0; i < n; i++)
-                    a = mad(pl[i], vload_half((size_t)i * (size_t)v_width, vd), a);
-                acc[j] = a;
+                float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f; /* four chains, as in dot_f16 */
+                int i = 0;
+                for (; i + 4 <= n; i += 4) {
+                    a0 = mad(pl[i], vload_half((size_t)i * (size_t)v_width, vd), a0);
+                    a1 = mad(pl[i + 1], vload_half((size_t)(i + 1) * (size_t)v_width, vd), a1);
+                    a2 = mad(pl[i + 2], vload_half((size_t)(i + 2) * (size_t)v_width, vd), a2);
+                    a3 = mad(pl[i + 3], vload_half((size_t)(i + 3) * (size_t)v_width, vd), a3);
+                }
+                for (; i < n; i++)
+                    a0 = mad(pl[i], vload_half((size_t)i * (size_t)v_width, vd), a0);
+                acc[j] = mad(acc[j], corr, (a0 + a1) + (a2 + a3));
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* pl is rewritten by the next chunk */
     }
-    const float inv = 1.0f / l;
+    if (n_splits == 1) {
+        const float inv = 1.0f / l;
+        for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
+            const int d = lid + j * ATT_WGS;
+            if (d < dv)
+                out[qrow * (size_t)dv + d] = acc[j] * inv;
+        }
+        return;
+    }
+    /* an empty span (a short query's range ends before it) leaves m = -inf, l = 0 */
+    global float *mine = part + (qrow * (size_t)n_splits + (size_t)split) * (size_t)(dv + 2);
     for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
         const int d = lid + j * ATT_WGS;
         if (d < dv)
-            out[qrow * (size_t)dv + d] = acc[j] * inv;
+            mine[d] = acc[j];
+    }
+    if (lid == 0) {
+        mine[dv] = m;
+        mine[dv + 1] = l;
+    }
+}
+
+/* The spans of one (head, token): out = sum_s e_s acc_s / sum_s e_s l_s, e_s = exp(m_s - max m).
+ * Global size (n_head * ATT_WGS, n_tokens). */
+kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge(
+    global const float *part, const int n_splits, const int n_head, const int dv, global float *out) {
+    const int h = get_group_id(0), t = get_group_id(1), lid = get_local_id(0);
+    const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
+    global const float *p = part + qrow * (size_t)n_splits * (size_t)(dv + 2);
+    float mx = -INFINITY;
+    for (int s = 0; s < n_splits; s++)
+        mx = fmax(mx, p[(size_t)s * (dv + 2) + dv]);
+    float l = 0.0f;
+    for (int s = 0; s < n_splits; s++) {
+        global const float *ps = p + (size_t)s * (dv + 2);
+        l += ps[dv + 1] > 0.0f ? exp(ps[dv] - mx) * ps[dv + 1] : 0.0f;
+    }
+    const float inv = 1.0f / l;
+    for (int d = lid; d < dv; d += ATT_WGS) {
+        float a = 0.0f;
+        for (int s = 0; s < n_splits; s++) {
+            global const float *ps = p + (size_t)s * (dv + 2);
+            if (ps[dv + 1] > 0.0f)
+                a = mad(exp(ps[dv] - mx), ps[d], a);
+        }
+        out[qrow * (size_t)dv + d] = a * inv;
     }
 }

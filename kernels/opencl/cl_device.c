@@ -111,6 +111,25 @@ void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes) {
     cl->bytes -= bytes <= cl->bytes ? bytes : cl->bytes;
 }
 
+/* Grows a scratch buffer to at least `bytes` (first use of a larger size only). */
+bool tern_cl_ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes) {
+    if (*have >= bytes)
+        return true;
+    tern_cl_release(cl, *mem, *have);
+    *mem = NULL;
+    *have = 0;
+    tern_error err = {0};
+    if (tern_cl_alloc(cl, bytes, NULL, mem, &err) != TERN_OK) {
+        if (!cl->failed) { /* a device failure like any other, so that auto falls back */
+            cl->failed = TERN_ERR_BACKEND;
+            snprintf(cl->failure, sizeof cl->failure, "%s", err.message);
+        }
+        return false;
+    }
+    *have = bytes;
+    return true;
+}
+
 tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, void *host, tern_error *err) {
     if (!cl->failed) {
         cl_int rc = cl->api.EnqueueReadBuffer(cl->queue, mem, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
@@ -187,11 +206,12 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
     tern_status st = TERN_OK;
     for (size_t i = 0; i < sizeof weight_types / sizeof weight_types[0] && st == TERN_OK; i++) {
         const uint32_t type = weight_types[i];
-        const char *families[4] = {"matvec", "matmul", "dequant", "matvec3"};
-        cl_kernel *kernels[4] = {&cl->matvec[type], &cl->matmul[type], &cl->dequant[type],
-                                 &cl->matvec3[type]};
-        const size_t locals[4] = {(size_t)t->mv_wgs, mm_threads, (size_t)t->ew_wgs, (size_t)t->mv_wgs};
-        for (int f = 0; f < 4 && st == TERN_OK; f++) {
+        const char *families[5] = {"matvec", "matmul", "dequant", "matvec3", "matvec_glu"};
+        cl_kernel *kernels[5] = {&cl->matvec[type], &cl->matmul[type], &cl->dequant[type],
+                                 &cl->matvec3[type], &cl->matvec_glu[type]};
+        const size_t locals[5] = {(size_t)t->mv_wgs, mm_threads, (size_t)t->ew_wgs, (size_t)t->mv_wgs,
+                                  (size_t)t->mv_wgs};
+        for (int f = 0; f < 5 && st == TERN_OK; f++) {
             snprintf(cl->names[f][type], sizeof cl->names[f][type], "%s_%s", families[f],
                      tern_cl_type_suffix(type));
             st = make_kernel(cl, cl->names[f][type], locals[f], kernels[f], err);
@@ -210,6 +230,9 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
         {"add_bias", (size_t)t->ew_wgs, &cl->add_bias},
         {"kv_store", (size_t)t->ew_wgs, &cl->kv_store},
         {"attention", (size_t)t->att_wgs, &cl->attention},
+        {"attention_merge", (size_t)t->att_wgs, &cl->attention_merge},
+        {"rope_kv", (size_t)t->ew_wgs, &cl->rope_kv},
+        {"read_bw", 0, &cl->read_bw}, /* any work-group size: cl_bandwidth.c asks the kernel */
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0] && st == TERN_OK; i++)
         st = make_kernel(cl, ops[i].name, ops[i].local, ops[i].out, err);
@@ -317,18 +340,20 @@ void tern_cl_free(tern_cl *cl) {
     if (cl->queue && cl->api.Finish(cl->queue) == CL_SUCCESS)
         tern_cl_profile_collect(cl);
     tern_cl_profile_print_free(cl);
-    cl_kernel *typed[] = {cl->matvec, cl->matmul, cl->dequant, cl->matvec3};
+    cl_kernel *typed[] = {cl->matvec, cl->matmul, cl->dequant, cl->matvec3, cl->matvec_glu};
     for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (typed[i][t])
                 cl->api.ReleaseKernel(typed[i][t]);
     cl_kernel ops[] = {cl->rmsnorm, cl->add_rmsnorm, cl->rope,     cl->glu,
-                       cl->add,     cl->add_bias,    cl->kv_store, cl->attention};
+                       cl->add,     cl->add_bias,    cl->kv_store, cl->attention, cl->read_bw,
+                       cl->attention_merge, cl->rope_kv};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i])
             cl->api.ReleaseKernel(ops[i]);
     tern_cl_release(cl, cl->tile, cl->tile_bytes);
     tern_cl_release(cl, cl->ids, cl->ids_bytes);
+    tern_cl_release(cl, cl->att_part, cl->att_part_bytes);
     if (cl->program)
         cl->api.ReleaseProgram(cl->program);
     if (cl->queue)

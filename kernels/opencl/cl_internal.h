@@ -103,9 +103,11 @@ struct tern_cl {
     uint64_t split_bytes; /* weights larger than this are split: max_alloc, or TERN_OPENCL_SPLIT */
 
     cl_kernel matvec[TERN_TYPE_COUNT], matmul[TERN_TYPE_COUNT], dequant[TERN_TYPE_COUNT],
-        matvec3[TERN_TYPE_COUNT];
-    char names[4][TERN_TYPE_COUNT][16]; /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3 */
-    cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention;
+        matvec3[TERN_TYPE_COUNT], matvec_glu[TERN_TYPE_COUNT];
+    /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3, [4] matvec_glu */
+    char names[5][TERN_TYPE_COUNT][20];
+    cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv;
+    cl_kernel read_bw; /* bandwidth.cl: the read-bandwidth probe (cl_bandwidth.c) */
 
     /* prefill products */
     tern_cl_gemm_path gemm; /* TILED or CLBLAST once resolved */
@@ -115,6 +117,8 @@ struct tern_cl {
     size_t tile_bytes;
     cl_mem ids; /* row ids of get_rows batches */
     size_t ids_bytes;
+    cl_mem att_part; /* attention spans' partial results, grown on first use */
+    size_t att_part_bytes;
 
     long fail_after; /* TERN_OPENCL_FAIL_AFTER: launches until an injected failure (tests), 0 = never */
     tern_cl_profile *profile; /* TERN_OPENCL_PROFILE=1, else NULL */
@@ -132,6 +136,10 @@ typedef struct tern_cl_arg {
     const void *value;
 } tern_cl_arg;
 #define TERN_CL_ARG(v) ((tern_cl_arg){sizeof(v), &(v)})
+
+/* Grows a scratch buffer to at least `bytes` (first use of a larger size only); false, with the
+ * failure remembered in cl, when the device cannot allocate it. */
+bool tern_cl_ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes);
 
 /* Sets the arguments and enqueues `kernel` (named `name` in failure messages and the profile)
  * over `global` work-items in groups of `local`; each global size is rounded up to a multiple of

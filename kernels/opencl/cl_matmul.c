@@ -76,25 +76,6 @@ static void dequant_rows(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_par
                    (uint64_t)rows * (w->row_bytes + (uint64_t)w->k * 4));
 }
 
-/* Grows a scratch buffer to at least `bytes` (first use of a larger size only). */
-static bool ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes) {
-    if (*have >= bytes)
-        return true;
-    tern_cl_release(cl, *mem, *have);
-    *mem = NULL;
-    *have = 0;
-    tern_error err = {0};
-    if (tern_cl_alloc(cl, bytes, NULL, mem, &err) != TERN_OK) {
-        if (!cl->failed) { /* a device failure like any other, so that auto falls back */
-            cl->failed = TERN_ERR_BACKEND;
-            snprintf(cl->failure, sizeof cl->failure, "%s", err.message);
-        }
-        return false;
-    }
-    *have = bytes;
-    return true;
-}
-
 /* CLBlast on f32 tiles of the part's rows: y[:, row0 + r..] = x * tile^T. False when CLBlast
  * refused (the caller then uses the tiled kernel from now on). */
 static bool matmul_clblast(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part *part, cl_mem x,
@@ -102,7 +83,7 @@ static bool matmul_clblast(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_p
     const size_t row_f32 = (size_t)w->k * sizeof(float);
     size_t tile_rows = (TILE_BYTES_MAX < cl->info.max_alloc ? TILE_BYTES_MAX : cl->info.max_alloc) / row_f32;
     tile_rows = tile_rows < 1 ? 1 : tile_rows > (size_t)part->rows ? (size_t)part->rows : tile_rows;
-    if (!ensure_scratch(cl, &cl->tile, &cl->tile_bytes, tile_rows * row_f32))
+    if (!tern_cl_ensure_scratch(cl, &cl->tile, &cl->tile_bytes, tile_rows * row_f32))
         return true; /* the failure is remembered */
     for (int64_t r = 0; r < part->rows && !cl->failed; r += (int64_t)tile_rows) {
         const int64_t rows = part->rows - r < (int64_t)tile_rows ? part->rows - r : (int64_t)tile_rows;
@@ -200,6 +181,22 @@ void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, c
                    bytes + (uint64_t)k * 4);
 }
 
+void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_matrix *up, cl_mem x, bool gelu,
+                        cl_mem out) {
+    TERN_ASSERT(tern_cl_matmul_can_share(gate, up) && gate->n_rows == up->n_rows);
+    const tern_cl_tunables *t = &cl->tune;
+    const cl_ulong row_bytes = gate->row_bytes;
+    const cl_int rows = (cl_int)gate->n_rows, k = (cl_int)gate->k, g = gelu;
+    const tern_cl_arg args[] = {TERN_CL_ARG(gate->parts[0].mem), TERN_CL_ARG(up->parts[0].mem),
+                                TERN_CL_ARG(row_bytes),          TERN_CL_ARG(rows),
+                                TERN_CL_ARG(k),                  TERN_CL_ARG(x),
+                                TERN_CL_ARG(out),                TERN_CL_ARG(g)};
+    const size_t global[1] = {(size_t)((rows + t->mv_rows - 1) / t->mv_rows) * (size_t)t->mv_wgs};
+    const size_t local[1] = {(size_t)t->mv_wgs};
+    tern_cl_launch(cl, cl->matvec_glu[gate->type], cl->names[4][gate->type], 8, args, 1, global, local,
+                   2 * (uint64_t)rows * gate->row_bytes + (uint64_t)(k + rows) * 4);
+}
+
 void tern_cl_get_rows(tern_cl *cl, const tern_cl_matrix *w, const int32_t *rows, int64_t n, float scale,
                       cl_mem out) {
     if (cl->failed || n <= 0 || !whole_pieces(cl, w))
@@ -207,7 +204,7 @@ void tern_cl_get_rows(tern_cl *cl, const tern_cl_matrix *w, const int32_t *rows,
     if (w->n_parts == 1 && n > 1) { /* one launch over the ids */
         const size_t bytes = (size_t)n * sizeof(int32_t);
         tern_error err = {0};
-        if (!ensure_scratch(cl, &cl->ids, &cl->ids_bytes, bytes) ||
+        if (!tern_cl_ensure_scratch(cl, &cl->ids, &cl->ids_bytes, bytes) ||
             tern_cl_write(cl, cl->ids, 0, bytes, rows, &err) != TERN_OK)
             return;
         dequant_rows(cl, w, &w->parts[0], 1, 0, n, scale, out, 0);

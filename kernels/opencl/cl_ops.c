@@ -50,18 +50,69 @@ void tern_cl_kv_store(tern_cl *cl, cl_mem k, cl_mem v, cl_mem kc, cl_mem vc, int
                    (uint64_t)(n * (k_width + v_width)) * 6);
 }
 
+/* Keys per span: enough work-groups to fill the device (4 per compute unit) but no span under
+ * ATT_SPAN_MIN keys (a short span leaves most of a work-group idle), and partial results of at
+ * most 64 MiB. A span may be shorter than a chunk of ATT_WGS keys: its work-group then runs one
+ * partial chunk. */
+#define ATT_SPAN_MIN 32
+static int64_t attention_span(const tern_cl *cl, const tern_cl_attn_shape *s, int64_t keys) {
+    const int64_t groups = s->n_head * s->n_tokens;
+    const int64_t want = 4 * (int64_t)(cl->info.compute_units > 0 ? cl->info.compute_units : 1);
+    int64_t splits = (want + groups - 1) / groups;
+    const int64_t per_split = groups * (s->head_dim_v + 2) * (int64_t)sizeof(float);
+    while (splits > 1 && splits * per_split > (64 << 20))
+        splits--;
+    int64_t span = (keys + splits - 1) / splits;
+    span = (span + ATT_SPAN_MIN - 1) / ATT_SPAN_MIN * ATT_SPAN_MIN;
+    return span < keys ? span : keys;
+}
+
+void tern_cl_rope_kv(tern_cl *cl, const tern_cl_rope_kv_args *a) {
+    const cl_int nh = (cl_int)a->n_head, nkv = (cl_int)a->n_head_kv, hd = (cl_int)a->head_dim,
+                 nr = (cl_int)a->n_rot, nx = a->neox, p0 = (cl_int)a->pos0, vw = (cl_int)a->v_width;
+    const tern_cl_arg args[] = {TERN_CL_ARG(a->q),  TERN_CL_ARG(a->k),  TERN_CL_ARG(a->v),  TERN_CL_ARG(a->kc),
+                                TERN_CL_ARG(a->vc), TERN_CL_ARG(nh),    TERN_CL_ARG(nkv),   TERN_CL_ARG(hd),
+                                TERN_CL_ARG(nr),    TERN_CL_ARG(nx),    TERN_CL_ARG(a->cos_sin), TERN_CL_ARG(p0),
+                                TERN_CL_ARG(vw)};
+    const int64_t items = a->n_head * (a->n_rot / 2) + a->n_head_kv * (a->head_dim / 2) + a->v_width / 2;
+    const size_t global[2] = {round_up(items, cl->tune.ew_wgs), (size_t)a->n_tokens};
+    const size_t local[2] = {(size_t)cl->tune.ew_wgs, 1};
+    tern_cl_launch(cl, cl->rope_kv, "rope_kv", 13, args, 2, global, local,
+                   (uint64_t)(a->n_tokens * (a->n_head * a->n_rot * 8 + (a->n_head_kv * a->head_dim + a->v_width) * 6)));
+}
+
 void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out) {
+    /* the longest key range of the batch: its last query's */
+    const int64_t pos = s->pos0 + s->n_tokens - 1;
+    const int64_t keys = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
+    const cl_int span = (cl_int)attention_span(cl, s, keys);
+    const int n_splits = (int)((keys + span - 1) / span);
+    cl_mem part = out; /* not read with one split */
+    if (n_splits > 1) {
+        const size_t bytes = (size_t)(s->n_head * s->n_tokens * n_splits * (s->head_dim_v + 2)) * sizeof(float);
+        if (!tern_cl_ensure_scratch(cl, &cl->att_part, &cl->att_part_bytes, bytes))
+            return;
+        part = cl->att_part;
+    }
     const cl_int p0 = (cl_int)s->pos0, nh = (cl_int)s->n_head, nkv = (cl_int)s->n_head_kv,
                  dk = (cl_int)s->head_dim_k, dv = (cl_int)s->head_dim_v, kw = (cl_int)s->k_width,
-                 vw = (cl_int)s->v_width, win = (cl_int)s->window;
+                 vw = (cl_int)s->v_width, win = (cl_int)s->window, ns = n_splits;
     const float scale = s->scale;
     const tern_cl_arg args[] = {TERN_CL_ARG(q),  TERN_CL_ARG(kc), TERN_CL_ARG(vc),  TERN_CL_ARG(out),
                                 TERN_CL_ARG(p0), TERN_CL_ARG(nh), TERN_CL_ARG(nkv), TERN_CL_ARG(dk),
                                 TERN_CL_ARG(dv), TERN_CL_ARG(kw), TERN_CL_ARG(vw),  TERN_CL_ARG(scale),
-                                TERN_CL_ARG(win)};
-    const size_t global[2] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)s->n_tokens};
-    const size_t local[2] = {(size_t)cl->tune.att_wgs, 1};
-    tern_cl_launch(cl, cl->attention, "attention", 13, args, 2, global, local, 0);
+                                TERN_CL_ARG(win), TERN_CL_ARG(span), TERN_CL_ARG(part)};
+    const size_t global[3] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)n_splits, (size_t)s->n_tokens};
+    const size_t local[3] = {(size_t)cl->tune.att_wgs, 1, 1};
+    tern_cl_launch(cl, cl->attention, "attention", 15, args, 3, global, local,
+                   (uint64_t)(s->n_tokens * keys * (s->k_width + s->v_width)) * 2 / (uint64_t)(s->n_head / s->n_head_kv));
+    if (n_splits == 1)
+        return;
+    const tern_cl_arg margs[] = {TERN_CL_ARG(part), TERN_CL_ARG(ns), TERN_CL_ARG(nh), TERN_CL_ARG(dv),
+                                 TERN_CL_ARG(out)};
+    const size_t mglobal[2] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)s->n_tokens};
+    const size_t mlocal[2] = {(size_t)cl->tune.att_wgs, 1};
+    tern_cl_launch(cl, cl->attention_merge, "attention_merge", 5, margs, 2, mglobal, mlocal, 0);
 }
 
 void tern_cl_glu(tern_cl *cl, cl_mem gate, cl_mem up, int64_t n, bool gelu, cl_mem out) {

@@ -105,61 +105,37 @@ static inline void set_run(float *z, float *s, float *a, const int r, const floa
     a[r] = ar;
 }
 
-/* Q4_K and Q5_K (qh5 = 0 for Q4_K): precondition, blocks 16-byte aligned (row bytes are a
- * multiple of 144 or 176, both multiples of 16). */
-static inline void unpack_k_affine(global const ushort *dm, global const uchar *scales,
-                                   global const uchar *qs, global const uchar *qh5, const int s,
-                                   float *q, float *z, float *sc, float *a) {
-    const int c = s >> 1;
-    const uint4 w = *(global const uint4 *)(qs + 16 * s);
-    uint4 lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
-    if (qh5) {
-        const uint4 h = *(global const uint4 *)(qh5 + 16 * (s & 1));
-        lo |= ((h >> (uint)(2 * c)) & 0x01010101u) << 4;
-        hi |= ((h >> (uint)(2 * c + 1)) & 0x01010101u) << 4;
+/* A piece is read in two steps: load_piece issues every load of a piece (a few 16-byte words and
+ * the f16 scales) and unpack_raw turns them into levels in registers. Products over several rows
+ * load the pieces of all their rows first, so a work-item has that many loads in flight instead
+ * of one: decode is bound by memory latency times loads in flight, not by arithmetic. */
+typedef struct piece_raw {
+    uint4 a, b, c; /* the piece's bytes, by type (load_piece) */
+    float d, m;    /* f16 scales of its block, converted */
+    global const uchar *row; /* F32, F16, BF16: read directly by unpack_raw */
+} piece_raw;
+
+/* Scale and min of sub-block j of a Q4_K/Q5_K block from its first 16 bytes read as one word
+ * vector h (d and dmin in h.x, the 12 packed bytes in h.y..h.w; quant/block_q4_k.h): one 16-byte
+ * load shared by the eight work-items of a block instead of byte loads per work-item. */
+static inline void k_scale_min(const uint4 h, const int j, float *sc, float *mn) {
+    const uint sh = 8u * (uint)(j & 3);
+    const uint lo = h.y >> sh, mid = h.z >> sh, top = h.w >> sh;
+    if (j < 4) {
+        *sc = (float)(lo & 63u);
+        *mn = (float)(mid & 63u);
+    } else {
+        *sc = (float)((top & 15u) | ((lo >> 6) & 3u) << 4);
+        *mn = (float)(((top >> 4) & 15u) | ((mid >> 6) & 3u) << 4);
     }
-    vstore4(bytes_f4(lo.x), 0, q);
-    vstore4(bytes_f4(lo.y), 1, q);
-    vstore4(bytes_f4(lo.z), 2, q);
-    vstore4(bytes_f4(lo.w), 3, q);
-    vstore4(bytes_f4(hi.x), 4, q);
-    vstore4(bytes_f4(hi.y), 5, q);
-    vstore4(bytes_f4(hi.z), 6, q);
-    vstore4(bytes_f4(hi.w), 7, q);
-    const float d = half_at(dm), dmin = half_at(dm + 1);
-    uchar s0, m0, s1, m1;
-    tern_q4k_scale_min(2 * c, scales, &s0, &m0);
-    tern_q4k_scale_min(2 * c + 1, scales, &s1, &m1);
-    set_run(z, sc, a, 0, 0.0f, d * (float)s0, -(dmin * (float)m0));
-    set_run(z, sc, a, 1, 0.0f, d * (float)s1, -(dmin * (float)m1));
 }
 
-static inline void unpack_q6_k(global const tern_block_q6_k *b, const int s, float *q, float *z,
-                               float *sc, float *a) {
-    const int h = s >> 2, l0 = 8 * (s & 3);
-    const uint2 qa = as_uint2(vload4(0, (global const ushort *)(b->ql + 64 * h + l0)));
-    const uint2 qb = as_uint2(vload4(0, (global const ushort *)(b->ql + 64 * h + 32 + l0)));
-    const uint2 qh = as_uint2(vload4(0, (global const ushort *)(b->qh + 32 * h + l0)));
-    const uint m = 0x0F0F0F0Fu, top = 0x30303030u;
-    /* run j takes its low nibble from qa (j even) or qb (j odd), low or high half (j >= 2),
-     * and its top two bits from bits 2j+1..2j of qh, moved to bits 5..4. */
-    vstore4(bytes_f4((qa.x & m) | ((qh.x << 4) & top)), 0, q);
-    vstore4(bytes_f4((qa.y & m) | ((qh.y << 4) & top)), 1, q);
-    vstore4(bytes_f4((qb.x & m) | ((qh.x << 2) & top)), 2, q);
-    vstore4(bytes_f4((qb.y & m) | ((qh.y << 2) & top)), 3, q);
-    vstore4(bytes_f4(((qa.x >> 4) & m) | (qh.x & top)), 4, q);
-    vstore4(bytes_f4(((qa.y >> 4) & m) | (qh.y & top)), 5, q);
-    vstore4(bytes_f4(((qb.x >> 4) & m) | ((qh.x >> 2) & top)), 6, q);
-    vstore4(bytes_f4(((qb.y >> 4) & m) | ((qh.y >> 2) & top)), 7, q);
-    const float d = half_at(&b->d);
-    for (int j = 0; j < 4; j++)
-        set_run(z, sc, a, j, 32.0f, d * (float)b->scales[8 * h + 2 * j + (l0 >> 4)], -0.0f);
+/* The low byte of w as a signed (two's complement) value. */
+static inline float sbyte(const uint w) {
+    return (float)((int)(w & 0xFFu) - (int)((w & 0x80u) << 1));
 }
 
-/* The 32-element formats: byte j of qs holds element j (low nibble) and j + 16 (high nibble). */
-static inline void unpack_nibbles32(const uint4 w, const uint4 high5, float *q) {
-    const uint4 lo = (w & 0x0F0F0F0Fu) | (high5 & 0x10101010u);
-    const uint4 hi = ((w >> 4) & 0x0F0F0F0Fu) | ((high5 >> 1) & 0x10101010u) ;
+static inline void store_levels(const uint4 lo, const uint4 hi, float *q) {
     vstore4(bytes_f4(lo.x), 0, q);
     vstore4(bytes_f4(lo.y), 1, q);
     vstore4(bytes_f4(lo.z), 2, q);
@@ -171,7 +147,7 @@ static inline void unpack_nibbles32(const uint4 w, const uint4 high5, float *q) 
 }
 
 /* Bit j of qh is the fifth bit of element j: for elements 4i..4i+3 (low nibbles) in bit 4 of
- * each byte of word i, for elements 16 + 4i.. in bit 5 (unpack_nibbles32 shifts it down). */
+ * each byte of word i, for elements 16 + 4i.. in bit 5 (the caller shifts it down). */
 static inline uint4 spread_qh(const uint qh) {
     const uint4 lo = (uint4)(high_bits4(qh & 0xF), high_bits4((qh >> 4) & 0xF), high_bits4((qh >> 8) & 0xF),
                              high_bits4((qh >> 12) & 0xF));
@@ -180,82 +156,184 @@ static inline uint4 spread_qh(const uint qh) {
     return lo | (hi << 1);
 }
 
-/* The levels, zeros, scales and addends of piece p of a row (see the top of this file). The
- * type is a compile-time constant in every caller, so the switch folds away. */
-static inline void unpack(const int type, global const uchar *row, const int p, float *q, float *z, float *s,
-                          float *a) {
+/* The 32-element formats: byte j of qs holds element j (low nibble) and j + 16 (high nibble). */
+static inline void unpack_nibbles32(const uint4 w, const uint4 high5, float *q) {
+    store_levels((w & 0x0F0F0F0Fu) | (high5 & 0x10101010u), ((w >> 4) & 0x0F0F0F0Fu) | ((high5 >> 1) & 0x10101010u),
+                 q);
+}
+
+/* Loads of piece p of a row. Alignment: K-quant and Q4_1/Q5_1 blocks are 16- or 4-byte
+ * aligned in every row (row bytes are multiples of 144, 176, 20, 24); Q6_K, Q4_0, Q5_0 and Q8_0
+ * blocks only 2-byte aligned, so their words are read as ushorts. */
+static inline piece_raw load_piece(const int type, global const uchar *row, const int p) {
+    piece_raw r;
+    r.a = r.b = r.c = (uint4)0;
+    r.d = r.m = 0.0f;
+    r.row = row;
     switch (type) {
-    case T_Q4_K: {
-        global const tern_block_q4_k *b = (global const tern_block_q4_k *)row + (p >> 3);
-        unpack_k_affine(&b->d, b->scales, b->qs, 0, p & 7, q, z, s, a);
-        break;
-    }
+    case T_Q4_K:
     case T_Q5_K: {
-        global const tern_block_q5_k *b = (global const tern_block_q5_k *)row + (p >> 3);
-        unpack_k_affine(&b->d, b->scales, b->qs, b->qh, p & 7, q, z, s, a);
+        const int s = p & 7;
+        global const uchar *blk = row + (size_t)(p >> 3) * (type == T_Q4_K ? 144 : 176);
+        r.b = *(global const uint4 *)blk;
+        r.a = *(global const uint4 *)(blk + (type == T_Q4_K ? 16 : 48) + 16 * s);
+        if (type == T_Q5_K)
+            r.c = *(global const uint4 *)(blk + 16 + 16 * (s & 1));
+        r.d = vload_half(0, (global const half *)blk);
+        r.m = vload_half(1, (global const half *)blk);
         break;
     }
-    case T_Q6_K:
-        unpack_q6_k((global const tern_block_q6_k *)row + (p >> 3), p & 7, q, z, s, a);
+    case T_Q6_K: {
+        global const tern_block_q6_k *b = (global const tern_block_q6_k *)row + (p >> 3);
+        const int s = p & 7, h = s >> 2, l0 = 8 * (s & 3);
+        const uint2 qa = as_uint2(vload4(0, (global const ushort *)(b->ql + 64 * h + l0)));
+        const uint2 qb = as_uint2(vload4(0, (global const ushort *)(b->ql + 64 * h + 32 + l0)));
+        const uint2 qh = as_uint2(vload4(0, (global const ushort *)(b->qh + 32 * h + l0)));
+        /* the scales of runs j = 0..3: bytes 8h + 2j + (l0 >> 4), from 8 bytes at 8h */
+        const uint2 sc = as_uint2(vload4(0, (global const ushort *)(b->scales + 8 * h)));
+        r.a = (uint4)(qa.x, qa.y, qb.x, qb.y);
+        r.b = (uint4)(qh.x, qh.y, sc.x, sc.y);
+        r.c.x = (uint)(l0 >> 4);
+        r.d = vload_half(0, (global const half *)&b->d);
         break;
+    }
     case T_Q4_0: {
         global const tern_block_q4_0 *b = (global const tern_block_q4_0 *)row + p;
-        unpack_nibbles32(load16_a2(b->qs), (uint4)0, q);
-        set_run(z, s, a, 0, 8.0f, half_at(&b->d), -0.0f);
+        r.a = load16_a2(b->qs);
+        r.d = half_at(&b->d);
         break;
     }
     case T_Q4_1: {
         global const tern_block_q4_1 *b = (global const tern_block_q4_1 *)row + p;
-        unpack_nibbles32(vload4(0, (global const uint *)b->qs), (uint4)0, q);
-        set_run(z, s, a, 0, 0.0f, half_at(&b->d), half_at(&b->m));
+        r.a = vload4(0, (global const uint *)b->qs);
+        r.d = half_at(&b->d);
+        r.m = half_at(&b->m);
         break;
     }
     case T_Q5_0: {
         global const tern_block_q5_0 *b = (global const tern_block_q5_0 *)row + p;
-        unpack_nibbles32(load16_a2(b->qs), spread_qh(tern_load_u32_le(b->qh)), q);
-        set_run(z, s, a, 0, 16.0f, half_at(&b->d), -0.0f);
+        r.a = load16_a2(b->qs);
+        r.c.x = tern_load_u32_le(b->qh);
+        r.d = half_at(&b->d);
         break;
     }
     case T_Q5_1: {
         global const tern_block_q5_1 *b = (global const tern_block_q5_1 *)row + p;
-        unpack_nibbles32(vload4(0, (global const uint *)b->qs), spread_qh(tern_load_u32_le(b->qh)), q);
-        set_run(z, s, a, 0, 0.0f, half_at(&b->d), half_at(&b->m));
+        r.a = vload4(0, (global const uint *)b->qs);
+        r.c.x = tern_load_u32_le(b->qh);
+        r.d = half_at(&b->d);
+        r.m = half_at(&b->m);
         break;
     }
     case T_Q8_0: {
         global const tern_block_q8_0 *b = (global const tern_block_q8_0 *)row + p;
-        /* int8 levels: flipping the sign bit gives q + 128 as an unsigned byte */
-        const uint4 w0 = load16_a2((global const uchar *)b->qs) ^ 0x80808080u;
-        const uint4 w1 = load16_a2((global const uchar *)b->qs + 16) ^ 0x80808080u;
-        vstore4(bytes_f4(w0.x), 0, q);
-        vstore4(bytes_f4(w0.y), 1, q);
-        vstore4(bytes_f4(w0.z), 2, q);
-        vstore4(bytes_f4(w0.w), 3, q);
-        vstore4(bytes_f4(w1.x), 4, q);
-        vstore4(bytes_f4(w1.y), 5, q);
-        vstore4(bytes_f4(w1.z), 6, q);
-        vstore4(bytes_f4(w1.w), 7, q);
-        set_run(z, s, a, 0, 128.0f, half_at(&b->d), -0.0f);
+        r.a = load16_a2((global const uchar *)b->qs);
+        r.b = load16_a2((global const uchar *)b->qs + 16);
+        r.d = half_at(&b->d);
         break;
     }
+    default: /* F32, F16, BF16: unpack_raw reads the row */
+        break;
+    }
+    return r;
+}
+
+/* The levels, zeros, scales and addends of a loaded piece (see the top of this file). The type
+ * is a compile-time constant in every caller, so the switch folds away. */
+static inline void unpack_raw(const int type, const piece_raw r, const int p, float *q, float *z, float *s,
+                              float *a) {
+    switch (type) {
+    case T_Q4_K:
+    case T_Q5_K: {
+        const int c = (p & 7) >> 1;
+        uint4 lo = r.a & 0x0F0F0F0Fu, hi = (r.a >> 4) & 0x0F0F0F0Fu;
+        if (type == T_Q5_K) {
+            lo |= ((r.c >> (uint)(2 * c)) & 0x01010101u) << 4;
+            hi |= ((r.c >> (uint)(2 * c + 1)) & 0x01010101u) << 4;
+        }
+        store_levels(lo, hi, q);
+        float s0, m0, s1, m1;
+        k_scale_min(r.b, 2 * c, &s0, &m0);
+        k_scale_min(r.b, 2 * c + 1, &s1, &m1);
+        set_run(z, s, a, 0, 0.0f, r.d * s0, -(r.m * m0));
+        set_run(z, s, a, 1, 0.0f, r.d * s1, -(r.m * m1));
+        break;
+    }
+    case T_Q6_K: {
+        const uint2 qa = r.a.xy, qb = r.a.zw, qh = r.b.xy;
+        const uint m = 0x0F0F0F0Fu, top = 0x30303030u;
+        /* run j takes its low nibble from qa (j even) or qb (j odd), low or high half (j >= 2),
+         * and its top two bits from bits 2j+1..2j of qh, moved to bits 5..4. */
+        store_levels((uint4)((qa.x & m) | ((qh.x << 4) & top), (qa.y & m) | ((qh.y << 4) & top),
+                             (qb.x & m) | ((qh.x << 2) & top), (qb.y & m) | ((qh.y << 2) & top)),
+                     (uint4)(((qa.x >> 4) & m) | (qh.x & top), ((qa.y >> 4) & m) | (qh.y & top),
+                             ((qb.x >> 4) & m) | ((qh.x >> 2) & top), ((qb.y >> 4) & m) | ((qh.y >> 2) & top)),
+                     q);
+        /* signed scale bytes 2j + odd of the 8 loaded (r.b.z: bytes 0..3, r.b.w: 4..7) */
+        const uint odd = 8u * r.c.x;
+        const float s0 = sbyte(r.b.z >> odd), s1 = sbyte(r.b.z >> (16u + odd));
+        const float s2 = sbyte(r.b.w >> odd), s3 = sbyte(r.b.w >> (16u + odd));
+        set_run(z, s, a, 0, 32.0f, r.d * s0, -0.0f);
+        set_run(z, s, a, 1, 32.0f, r.d * s1, -0.0f);
+        set_run(z, s, a, 2, 32.0f, r.d * s2, -0.0f);
+        set_run(z, s, a, 3, 32.0f, r.d * s3, -0.0f);
+        break;
+    }
+    case T_Q4_0:
+        unpack_nibbles32(r.a, (uint4)0, q);
+        set_run(z, s, a, 0, 8.0f, r.d, -0.0f);
+        break;
+    case T_Q4_1:
+        unpack_nibbles32(r.a, (uint4)0, q);
+        set_run(z, s, a, 0, 0.0f, r.d, r.m);
+        break;
+    case T_Q5_0:
+        unpack_nibbles32(r.a, spread_qh(r.c.x), q);
+        set_run(z, s, a, 0, 16.0f, r.d, -0.0f);
+        break;
+    case T_Q5_1:
+        unpack_nibbles32(r.a, spread_qh(r.c.x), q);
+        set_run(z, s, a, 0, 0.0f, r.d, r.m);
+        break;
+    case T_Q8_0:
+        /* int8 levels: flipping the sign bit gives q + 128 as an unsigned byte */
+        store_levels(r.a ^ 0x80808080u, r.b ^ 0x80808080u, q);
+        set_run(z, s, a, 0, 128.0f, r.d, -0.0f);
+        break;
     case T_F16:
         for (int i = 0; i < PIECE; i += 4)
-            vstore4(vload_half4(0, (global const half *)row + PIECE * p + i), 0, q + i);
+            vstore4(vload_half4(0, (global const half *)r.row + PIECE * p + i), 0, q + i);
         set_run(z, s, a, 0, 0.0f, 1.0f, -0.0f);
         break;
     case T_BF16:
         for (int i = 0; i < PIECE; i += 4) {
-            const uint4 u = convert_uint4(vload4(0, (global const ushort *)row + PIECE * p + i));
+            const uint4 u = convert_uint4(vload4(0, (global const ushort *)r.row + PIECE * p + i));
             vstore4(as_float4(u << 16), 0, q + i);
         }
         set_run(z, s, a, 0, 0.0f, 1.0f, -0.0f);
         break;
     default: /* T_F32 */
         for (int i = 0; i < PIECE; i += 4)
-            vstore4(vload4(0, (global const float *)row + PIECE * p + i), 0, q + i);
+            vstore4(vload4(0, (global const float *)r.row + PIECE * p + i), 0, q + i);
         set_run(z, s, a, 0, 0.0f, 1.0f, -0.0f);
         break;
     }
+}
+
+/* Both steps at once, for the kernels that read one row at a time. */
+static inline void unpack(const int type, global const uchar *row, const int p, float *q, float *z, float *s,
+                          float *a) {
+    unpack_raw(type, load_piece(type, row, p), p, q, z, s, a);
+}
+
+/* act(gate) * up of the gated FFN: silu, or gelu with the tanh approximation (gelu = 1). The glu
+ * kernel and the fused matvec_glu share it, so both give the same bits. */
+static inline float glu_act(const float z, const float up, const int gelu) {
+    if (gelu) {
+        const float inner = 0.79788456080286535588f * z * (1.0f + 0.044715f * z * z);
+        return 0.5f * z * (1.0f + tanh(inner)) * up;
+    }
+    return z / (1.0f + exp(-z)) * up;
 }
 
 /* Work-group sum of v for a work-group of n work-items (n a power of two); red holds n floats.

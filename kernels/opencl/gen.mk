@@ -6,8 +6,8 @@
 # its helpers). The object lands at $(BUILD)/$(BUILD)/gen/opencl_sources.o (the top Makefile maps
 # every source path, generated ones included, under $(BUILD)).
 
-OPENCL_CL      := kernels/opencl/common.cl kernels/opencl/matvec.cl kernels/opencl/matmul.cl \
-                  kernels/opencl/ops.cl kernels/opencl/attention.cl
+OPENCL_CL      := kernels/opencl/common.cl kernels/opencl/bandwidth.cl kernels/opencl/matvec.cl \
+                  kernels/opencl/matmul.cl kernels/opencl/ops.cl kernels/opencl/attention.cl
 OPENCL_SOURCES := $(BUILD)/gen/opencl_sources.c
 
 GEN_SRC += $(OPENCL_SOURCES)

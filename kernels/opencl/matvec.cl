@@ -21,9 +21,10 @@
 #define MV_ROWS 4
 #endif
 
-static inline void matvec(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                          const int k, global const float *x, global float *y, const int y_stride,
-                          local float *red, const int group) {
+/* The sums of rows group * MV_ROWS + j of token get_group_id(1) in red[j * MV_WGS], visible to
+ * every work-item on return. */
+static inline void matvec_sums(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+                               const int k, global const float *x, local float *red, const int group) {
     const int lid = get_local_id(0), row0 = group * MV_ROWS, tok = get_group_id(1);
     const int runs = piece_runs(type), run_len = PIECE / runs, n_pieces = k / PIECE;
     x += (size_t)tok * (size_t)k;
@@ -31,22 +32,25 @@ static inline void matvec(const int type, global const uchar *w, const ulong row
     for (int j = 0; j < MV_ROWS; j++)
         acc[j] = 0.0f;
     for (int p = lid; p < n_pieces; p += MV_WGS) {
+        /* every load of the piece first, for all rows (see load_piece) */
+        piece_raw raw[MV_ROWS];
+        for (int j = 0; j < MV_ROWS; j++) /* rows past the end repeat the last one (not stored) */
+            raw[j] = load_piece(type, w + (ulong)min(row0 + j, n_rows - 1) * row_bytes, p);
         float xs[PIECE], xsum[4];
         for (int r = 0; r < runs; r++) {
-            global const float *xr = x + run_start(type, p, r);
+            /* runs start at multiples of 8 floats of a row of a multiple of 32: 16-byte aligned */
+            global const float4 *xr = (global const float4 *)(x + run_start(type, p, r));
             float4 t = 0.0f;
-            for (int i = 0; i < run_len; i += 4) {
-                const float4 v = vload4(0, xr + i);
-                vstore4(v, 0, xs + r * run_len + i);
+            for (int i = 0; i < run_len / 4; i++) {
+                const float4 v = xr[i];
+                vstore4(v, 0, xs + r * run_len + 4 * i);
                 t += v;
             }
             xsum[r] = (t.x + t.y) + (t.z + t.w);
         }
         for (int j = 0; j < MV_ROWS; j++) {
-            /* rows past the end repeat the last one (their sums are not stored) */
-            const int row = min(row0 + j, n_rows - 1);
             float q[PIECE], z[4], s[4], a[4];
-            unpack(type, w + (ulong)row * row_bytes, p, q, z, s, a);
+            unpack_raw(type, raw[j], p, q, z, s, a);
             for (int r = 0; r < runs; r++) {
                 float4 t = 0.0f;
                 for (int i = r * run_len; i < (r + 1) * run_len; i += 4)
@@ -64,9 +68,19 @@ static inline void matvec(const int type, global const uchar *w, const ulong row
                 red[j * MV_WGS + lid] += red[j * MV_WGS + lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid < MV_ROWS && row0 + lid < n_rows)
-        y[(size_t)tok * (size_t)y_stride + row0 + lid] = red[lid * MV_WGS];
 }
+
+static inline void matvec(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+                          const int k, global const float *x, global float *y, const int y_stride,
+                          local float *red, const int group) {
+    matvec_sums(type, w, row_bytes, n_rows, k, x, red, group);
+    const int lid = get_local_id(0), row0 = group * MV_ROWS;
+    if (lid < MV_ROWS && row0 + lid < n_rows)
+        y[(size_t)get_group_id(1) * (size_t)y_stride + row0 + lid] = red[lid * MV_WGS];
+}
+
+/* matvec_glu_<type>: out = act(w_gate x) * (w_up x) for one token, the gated FFN's two products
+ * and its activation in one launch (the two outputs never reach memory). */
 
 /* matvec3_<type>: up to three matrices of one type and row length against the same x, one token
  * (q, k and v; gate and up): one launch instead of three. Work-groups take the rows of w0, then
@@ -85,12 +99,22 @@ static inline void matvec(const int type, global const uchar *w, const ulong row
         local float red[MV_ROWS * MV_WGS];                                                                   \
         const int g = get_group_id(0), g0 = (rows0 + MV_ROWS - 1) / MV_ROWS;                                 \
         const int g1 = (rows1 + MV_ROWS - 1) / MV_ROWS;                                                      \
-        if (g < g0)                                                                                          \
-            matvec(type, w0, row_bytes, rows0, k, x, y0, 0, red, g);                                         \
-        else if (g < g0 + g1)                                                                                \
-            matvec(type, w1, row_bytes, rows1, k, x, y1, 0, red, g - g0);                                    \
-        else if (rows2 > 0)                                                                                  \
-            matvec(type, w2, row_bytes, rows2, k, x, y2, 0, red, g - g0 - g1);                               \
+        /* the matrix is picked first and matvec called once, outside any branch: its barriers \
+         * must be reached by every work-item of the group (PoCL miscompiled the branchy form) */ \
+        const int which = g < g0 ? 0 : g < g0 + g1 ? 1 : 2;                                                  \
+        matvec(type, which == 0 ? w0 : which == 1 ? w1 : w2, row_bytes,                                      \
+               which == 0 ? rows0 : which == 1 ? rows1 : rows2, k, x, which == 0 ? y0 : which == 1 ? y1 : y2, \
+               0, red, which == 0 ? g : which == 1 ? g - g0 : g - g0 - g1);                                  \
+    }                                                                                                        \
+    kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_glu_##name(                      \
+        global const uchar *w_gate, global const uchar *w_up, const ulong row_bytes, const int n_rows,       \
+        const int k, global const float *x, global float *out, const int gelu) {                             \
+        local float red_gate[MV_ROWS * MV_WGS], red_up[MV_ROWS * MV_WGS];                                    \
+        matvec_sums(type, w_gate, row_bytes, n_rows, k, x, red_gate, get_group_id(0));                       \
+        matvec_sums(type, w_up, row_bytes, n_rows, k, x, red_up, get_group_id(0));                           \
+        const int lid = get_local_id(0), row = get_group_id(0) * MV_ROWS + lid;                              \
+        if (lid < MV_ROWS && row < n_rows)                                                                   \
+            out[row] = glu_act(red_gate[lid * MV_WGS], red_up[lid * MV_WGS], gelu);                          \
     }
 
 MATVEC_KERNEL(f32, T_F32)

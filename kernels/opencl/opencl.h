@@ -129,6 +129,11 @@ void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, c
  * share it: the same type and k, each in one part (tern_cl_matmul_can_share). */
 bool tern_cl_matmul_can_share(const tern_cl_matrix *a, const tern_cl_matrix *b);
 void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, cl_mem x, const cl_mem *y);
+/* out = act(gate x) * (up x) for one token (x: k floats; act silu, or gelu_tanh): the gated FFN
+ * in one launch. gate and up must be able to share a launch (tern_cl_matmul_can_share) and have
+ * the same number of rows; out may be any buffer of that many floats. */
+void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_matrix *up, cl_mem x, bool gelu,
+                        cl_mem out);
 /* out[i][:] = row rows[i] of w, dequantized, times scale (rows checked by the caller). */
 void tern_cl_get_rows(tern_cl *cl, const tern_cl_matrix *w, const int32_t *rows, int64_t n, float scale,
                       cl_mem out);
@@ -144,6 +149,16 @@ void tern_cl_rope(tern_cl *cl, cl_mem x, int64_t n_tokens, int64_t n_head, int64
 void tern_cl_kv_store(tern_cl *cl, cl_mem k, cl_mem v, cl_mem kc, cl_mem vc, int64_t pos0, int64_t n,
                       int64_t k_width, int64_t v_width);
 
+/* rope of q (n_head heads) and k (n_head_kv heads) by cos_sin, as tern_cl_rope, then k (rotated)
+ * and v stored as f16 at positions pos0.. of kc, vc, as tern_cl_kv_store: one launch. head_dim,
+ * n_rot and v_width must be even; k_width is n_head_kv * head_dim. */
+typedef struct tern_cl_rope_kv_args {
+    cl_mem q, k, v, kc, vc, cos_sin;
+    int64_t n_tokens, n_head, n_head_kv, head_dim, n_rot, pos0, v_width;
+    bool neox;
+} tern_cl_rope_kv_args;
+void tern_cl_rope_kv(tern_cl *cl, const tern_cl_rope_kv_args *a);
+
 typedef struct tern_cl_attn_shape {
     int64_t pos0, n_tokens, n_head, n_head_kv, head_dim_k, head_dim_v, k_width, v_width, window;
     float scale;
@@ -158,5 +173,24 @@ void tern_cl_add_bias(tern_cl *cl, cl_mem b, int64_t width, int64_t m, cl_mem y)
 
 /* The largest head size the attention kernel takes (ATT_MAX_D). */
 int64_t tern_cl_max_head_dim(const tern_cl *cl);
+
+/* ---- the roofline ---- */
+
+typedef struct tern_cl_bandwidth {
+    size_t bytes; /* read per repetition */
+    int reps;
+    double median_gbs; /* 1e9 bytes per second, the median repetition: the decode roofline */
+    double best_gbs;   /* the fastest repetition */
+} tern_cl_bandwidth;
+
+/* The device's read bandwidth: a plain read kernel (bandwidth.cl: coalesced uint4 loads, one
+ * value written per work-group) streams a buffer once to warm up, then `reps` times (1 to 100),
+ * each timed from the launch to the end of tern_cl_finish. The buffer is `bytes` (0: 1 GiB), cut
+ * to the allocation limit and to a quarter of the global memory, far beyond any device cache; it
+ * is written from the host first so every page is real memory. Allocates for the call only;
+ * TERN_ERR_UNSUPPORTED when the device cannot hold 1 MiB to read. */
+#define TERN_CL_BANDWIDTH_BYTES ((size_t)1 << 30)
+tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, int reps, tern_cl_bandwidth *out,
+                                   tern_error *err);
 
 #endif

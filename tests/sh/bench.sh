@@ -52,6 +52,7 @@ has "page cache state shown" "\| (warm|cold|partial) [0-9]+% \|"
 has "median table" "^median \(min-max\) over 2 runs"
 has "bandwidth line" "^read bandwidth [0-9.]+ GB/s on 1 thread"
 has "roofline line" "read per token .* tokens/s"
+has "roofline names the bandwidth it used" "^roofline of t=1 .* at [0-9.]+ GB/s \(read bandwidth on 1 thread, measured\) -> "
 
 # ---- JSON on the throttled phone: system, runs, telemetry ----
 TERN_SYSROOT=$PHONE "$TERN" bench -m "$Q4" -t 1 -p 16 -n 64 -r 2 --interval 10 -o json >"$tmp/out" 2>"$tmp/err" \
@@ -108,6 +109,11 @@ json "kbench: rope on every path, both models" '[.results[] | select(.family == 
 json "kbench: the reference path is measured" '[.results[] | .isa] | index("ref") != null'
 expect "kbench Q8_0 gemm (md)" 0 "$TERN" kbench --kernel Q8_0 --isa ref -t 1
 has "decode gemm row with a roofline share" "^\| \| ref \| Q8_0 \| 7B \| ffn_up 11008x4096 \| 1 \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \|"
+expect "kbench --quick, a lower-case type (json)" 0 "$TERN" kbench --kernel q4_0 --isa ref --quick -t 1 -o json
+json "--quick: the 1B shapes, 64 MiB reads" '(.results | length) >= 1 and ([.results[] | .model] | unique == ["1B"]) and ([.results[] | .type] | unique == ["Q4_0"]) and .bandwidth[0].bytes == 67108864'
+expect "kbench --quick --full: usage" 2 "$TERN" kbench --quick --full
+expect "kbench --backend opencl without a runtime: exit 1" 1 "$TERN" kbench --backend opencl --isa opencl --kernel rope --quick
+has "the reason" "^skipped: --backend opencl: no OpenCL: .*/nonexistent/libOpenCL.so.1 not found"
 
 if [ "$failures" -ne 0 ]; then
     echo "bench.sh: $failures check(s) failed"

@@ -1,0 +1,124 @@
+/*
+ * The device's read bandwidth (bandwidth.cl's read_bw): the roofline that tern kbench rates the
+ * OpenCL kernels against and that tern bench divides an OpenCL run's bytes per token by. The
+ * copy bandwidth (clEnqueueCopyBuffer) is no substitute: a copy also writes, and drivers may run
+ * it on a copy engine rather than the cores the kernels use.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/opencl/cl_internal.h"
+
+#define BW_VECS 32       /* uint4 loads per work-item, as bandwidth.cl defines it */
+#define BW_MAX_LOCAL 256 /* work-group size, when the kernel allows it */
+#define BW_MAX_REPS 100
+#define STAGING_BYTES ((size_t)16 << 20)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The work-group size: the largest power of two up to BW_MAX_LOCAL the compiled kernel allows. */
+static size_t local_size(tern_cl *cl) {
+    size_t allowed = 0, local = BW_MAX_LOCAL;
+    if (cl->api.GetKernelWorkGroupInfo(cl->read_bw, cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof allowed,
+                                       &allowed, NULL) != CL_SUCCESS ||
+        allowed == 0)
+        allowed = cl->info.max_work_group ? cl->info.max_work_group : 1;
+    while (local > allowed)
+        local /= 2;
+    return local;
+}
+
+/* Writes the whole buffer from a host staging area whose every 4 KiB page differs from every
+ * other page written: untouched device memory may be backed lazily (PoCL hands out host memory,
+ * where untouched pages all map one zero page that sits in cache), and identical pages may be
+ * merged by the host. */
+static tern_status fill(tern_cl *cl, cl_mem buf, size_t bytes, tern_error *err) {
+    const size_t chunk = bytes < STAGING_BYTES ? bytes : STAGING_BYTES;
+    uint64_t *host = malloc(chunk);
+    if (!host)
+        return tern_error_set(err, TERN_ERR_NOMEM, "bandwidth: cannot allocate %zu bytes to fill the buffer",
+                              chunk);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < chunk / 8; i++) { /* xorshift: any bits will do */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        host[i] = x;
+    }
+    tern_status st = TERN_OK;
+    for (size_t at = 0; at < bytes && st == TERN_OK; at += chunk) {
+        for (size_t page = 0; page < chunk / 8; page += 512)
+            host[page] = at + page;
+        st = tern_cl_write(cl, buf, at, bytes - at < chunk ? bytes - at : chunk, host, err);
+    }
+    free(host);
+    return st;
+}
+
+static void launch(tern_cl *cl, cl_mem src, cl_uint n_items, cl_mem out, size_t local, size_t bytes) {
+    const tern_cl_arg args[] = {
+        TERN_CL_ARG(src), TERN_CL_ARG(n_items), TERN_CL_ARG(out), {local * sizeof(cl_uint), NULL}};
+    const size_t global[1] = {n_items};
+    tern_cl_launch(cl, cl->read_bw, "read_bw", 4, args, 1, global, &local, bytes);
+}
+
+tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, int reps, tern_cl_bandwidth *out,
+                                   tern_error *err) {
+    memset(out, 0, sizeof *out);
+    if (reps < 1 || reps > BW_MAX_REPS)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "bandwidth: %d repetitions (1 to %d)", reps,
+                              BW_MAX_REPS);
+    const size_t local = local_size(cl), step = local * BW_VECS * 16; /* a whole number of work-groups */
+    if (bytes == 0)
+        bytes = TERN_CL_BANDWIDTH_BYTES;
+    if (bytes > cl->info.max_alloc)
+        bytes = (size_t)cl->info.max_alloc;
+    if (cl->info.global_mem && bytes > cl->info.global_mem / 4)
+        bytes = (size_t)(cl->info.global_mem / 4);
+    if (bytes / (BW_VECS * 16) > UINT32_MAX) /* n_items is 32-bit */
+        bytes = (size_t)UINT32_MAX * (BW_VECS * 16);
+    bytes = bytes / step * step;
+    if (bytes < ((size_t)1 << 20))
+        return tern_error_set(
+            err, TERN_ERR_UNSUPPORTED,
+            "bandwidth: %s cannot hold 1 MiB to read (allocation limit %llu, memory %llu bytes)",
+            cl->info.name, (unsigned long long)cl->info.max_alloc, (unsigned long long)cl->info.global_mem);
+    const cl_uint n_items = (cl_uint)(bytes / (BW_VECS * 16));
+    const size_t out_bytes = (n_items / local) * sizeof(cl_uint);
+    cl_mem src = NULL, sums = NULL;
+    tern_status st = tern_cl_alloc(cl, bytes, NULL, &src, err);
+    if (st == TERN_OK)
+        st = tern_cl_alloc(cl, out_bytes, NULL, &sums, err);
+    if (st == TERN_OK)
+        st = fill(cl, src, bytes, err);
+    if (st == TERN_OK) { /* warm-up: the first launch may finish compiling the kernel */
+        launch(cl, src, n_items, sums, local, bytes);
+        st = tern_cl_finish(cl, err);
+    }
+    double t[BW_MAX_REPS];
+    for (int r = 0; r < reps && st == TERN_OK; r++) {
+        const double t0 = now_s();
+        launch(cl, src, n_items, sums, local, bytes);
+        st = tern_cl_finish(cl, err);
+        t[r] = now_s() - t0;
+    }
+    if (st == TERN_OK) {
+        qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+        const double median = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        *out = (tern_cl_bandwidth){.bytes = bytes,
+                                   .reps = reps,
+                                   .median_gbs = median > 0 ? (double)bytes / median / 1e9 : 0,
+                                   .best_gbs = t[0] > 0 ? (double)bytes / t[0] / 1e9 : 0};
+    }
+    tern_cl_release(cl, src, bytes);
+    tern_cl_release(cl, sums, out_bytes);
+    return st;
+}

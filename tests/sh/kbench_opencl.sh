@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# tern kbench and tern bench on the first OpenCL device (PoCL in CI), kept short with --quick and
+# the tiny golden model:
+#  - kbench --backend opencl: the device's read bandwidth (bandwidth.cl), decode gemm rows with
+#    GB/s and a share of that bandwidth, the prefill row in GFLOP/s, the fused q/k/v row, the
+#    attention and row-operation rows, --kernel in either case, TERN_OPENCL_OPTIONS reaching the
+#    build;
+#  - bench --backend opencl: a % roofline against the device's read bandwidth, measured once per
+#    device per invocation, named in the report.
+# Without any OpenCL platform it says SKIP loudly and exits 0.
+set -u
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/../.."
+TERN=$BUILD/tern
+Q4=tests/golden/tiny-q4km.gguf
+
+if [ ! -x "$TERN" ] || ! command -v jq >/dev/null; then
+    echo "!!!!!!!! SKIPPED: $TERN or jq is missing; kbench_opencl.sh tested nothing !!!!!!!!"
+    exit 0
+fi
+if "$TERN" info --devices 2>&1 | grep -q "no OpenCL platform"; then
+    echo "!!!!!!!! SKIP: no OpenCL platform on this machine; kbench_opencl.sh tested nothing !!!!!!!!"
+    exit 0
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# The program cache stays the user's (not a fresh one, as opencl.sh uses): building the kernels on
+# PoCL takes about 15 s, a cached program a fraction of a second.
+# Under AddressSanitizer (make asan): PoCL's LLVM keeps allocations until exit on purpose.
+printf 'leak:libLLVM\nleak:libpocl\nleak:libclang\nleak:libstdc++\n' >"$tmp/lsan.supp"
+export LSAN_OPTIONS="suppressions=$tmp/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+failures=0
+ok() { echo "ok   $1"; }
+fail() {
+    echo "FAIL $1"
+    failures=$((failures + 1))
+}
+# expect DESC STATUS COMMAND...: stdout to $tmp/out, stderr to $tmp/err
+expect() {
+    local desc=$1 want=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok "$desc"; else fail "$desc: exit $got, wanted $want"; sed 's/^/     /' "$tmp/err" "$tmp/out" | tail -8; fi
+}
+has() {
+    if grep -Eq -- "$2" "$3"; then ok "$1"; else fail "$1: no /$2/ in:"; sed 's/^/     /' "$3" | head -30; fi
+}
+# json DESC FILTER [jq options...]
+json() {
+    if jq -e "${@:3}" "$2" "$tmp/out" >/dev/null 2>&1; then ok "$1"; else fail "$1: not ($2)"; head -c 3000 "$tmp/out" | sed 's/^/     /'; echo; fi
+}
+
+# ---- kbench: Q4_K on the device alone, lower-case name ----
+expect "kbench opencl q4_k (json)" 0 "$TERN" kbench --backend opencl --isa opencl --kernel q4_k --quick -o json
+json "the device's read bandwidth" '.opencl_gbs > 0 and .opencl_bandwidth.median_gbs == .opencl_gbs and .opencl_bandwidth.bytes >= 1048576 and .opencl_bandwidth.reps >= 1'
+json "the device is named" '.opencl | test("^device [0-9]+, ")'
+json "only opencl rows, only Q4_K gemm" '(.results | length) >= 3 and ([.results[] | select(.isa != "opencl" or .family != "gemm" or .type != "Q4_K")] | length == 0)'
+json "decode gemm: GB/s and a share of the device's bandwidth" '[.results[] | select(.m == 1 and (.shape | startswith("ffn_up")))] | length == 1 and (.[0] | .gbs > 0 and .ms_median > 0 and .roofline_pct > 0 and (.roofline_pct - 100 * .gbs / $bw | fabs) < 0.5)' --argjson bw "$(jq .opencl_gbs "$tmp/out")"
+json "prefill gemm: GFLOP/s, not rated against the bandwidth" '[.results[] | select(.m == 64)] | length == 1 and .[0].gflops > 0 and .[0].roofline_pct == null'
+json "the fused q/k/v launch" '[.results[] | select(.shape | startswith("attn_qkv"))] | length == 1 and .[0].m == 1 and .[0].gbs > 0 and .[0].rows == 2560'
+json "nothing skipped" '.skipped == []'
+
+# ---- kbench: attention and the row operations, markdown ----
+expect "kbench opencl attention (md)" 0 "$TERN" kbench --backend opencl --isa opencl --kernel attention --quick
+has "attention row with a roofline share" "^\| \| opencl \| F16 KV \| 1B \| ctx 512, 32 heads x 64 \| 1 \| – \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \|" "$tmp/out"
+has "the OpenCL read bandwidth line" "^OpenCL read bandwidth: [0-9.]+ GB/s \(a plain read kernel" "$tmp/out"
+expect "kbench opencl glu (json)" 0 "$TERN" kbench --backend opencl --isa opencl --kernel glu --quick -o json
+json "glu rows: silu and gelu" '[.results[] | select(.isa == "opencl" and .family == "glu" and .gbs > 0) | .type] | sort == ["gelu", "silu"]'
+expect "kbench opencl rmsnorm (json)" 0 "$TERN" kbench --backend opencl --isa opencl --kernel rmsnorm --quick -o json
+json "rmsnorm and add_rmsnorm rows" '[.results[] | select(.isa == "opencl" and .family == "rmsnorm" and .gbs > 0) | .type] | sort == ["add+f32", "f32"]'
+
+# ---- kbench: the build options (bench.sh tests a missing runtime) ----
+expect "TERN_OPENCL_OPTIONS reaches the program build" 1 env TERN_OPENCL_OPTIONS=-DMV_ROWS=x "$TERN" kbench --backend opencl --isa opencl --kernel rope --quick
+has "the bad tunable is named" "MV_ROWS needs a positive integer" "$tmp/out"
+
+# ---- bench: the roofline of an OpenCL run, the device's bandwidth measured once ----
+expect "bench --backend opencl (md)" 0 env TERN_OPENCL_PROFILE=1 "$TERN" bench -m "$Q4" --backend opencl -t 1 -p 16 -n 8 -r 2
+has "every run has a % roofline" "^\| t=1 opencl ctx=default p=16 n=8 \| 2 \| [^|]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+( \(stopped early\))? \| [0-9]+ \|" "$tmp/out"
+has "the median has one" "^\| t=1 opencl ctx=default p=16 n=8 \| [^|]+ \| [^|]+ \| [^|]+ \| [^|]+ \| [^|]+ \| [0-9]+( \([0-9]+-[0-9]+\))? \|" "$tmp/out"
+has "the device's bandwidth is reported" "^OpenCL read bandwidth [0-9.]+ GB/s on .+ \(a plain read kernel" "$tmp/out"
+has "the roofline names the bandwidth it used" "^roofline of t=1 opencl .* at [0-9.]+ GB/s \(OpenCL read kernel on .+, measured\) -> [0-9.]+ tokens/s" "$tmp/out"
+n=$(grep -c "^  read_bw " "$tmp/err")
+[ "$n" -eq 1 ] && ok "the device's bandwidth measured once for 2 runs" || fail "read_bw ran on $n handles, wanted 1"
+expect "bench --backend opencl (json)" 0 "$TERN" bench -m "$Q4" --backend opencl -t 1 -p 16 -n 8 -r 1 -o json
+json "run: roofline against the device" '.configs[0].runs[0] | .roofline_pct > 0 and .bandwidth_gbs > 0 and (.bandwidth_source | startswith("OpenCL read kernel on "))'
+json "the device bandwidth entry" '.device_bandwidth | length == 1 and .[0].median_gbs > 0 and .[0].error == ""'
+
+if [ "$failures" -ne 0 ]; then
+    echo "kbench_opencl.sh: $failures check(s) failed"
+    exit 1
+fi
+echo "kbench_opencl.sh: all checks passed"
