@@ -277,9 +277,10 @@ static void test_get_rows(void **state) {
 
 /* ---- row and element-wise ops ---- */
 
-static void test_rmsnorm(void **state) {
-    (void)state;
-    const int64_t width = 300, rows = 3; /* 300: not a multiple of the work-group */
+/* 300: not a multiple of the work-group; 5298: the four-float4 loop (1324 float4s), its
+ * one-float4 remainder and a scalar tail of 2. */
+static void rmsnorm_width(int64_t width) {
+    const int64_t rows = 3;
     float *x = random_floats((size_t)(width * rows), 3.0f), *w = random_floats((size_t)width, 1.0f);
     float *got = malloc(sizeof(float) * (size_t)(width * rows)),
           *want = malloc(sizeof(float) * (size_t)(width * rows));
@@ -296,6 +297,26 @@ static void test_rmsnorm(void **state) {
                 fail_msg("rmsnorm%s [%lld]: %.7g, want %.7g", in_place ? " in place" : "", (long long)i,
                          got[i], want[i]);
     }
+    /* add_rmsnorm: y += t (exactly the f32 sums), then out = rmsnorm(y) * w */
+    float *t = random_floats((size_t)(width * rows), 1.0f), *sum = malloc(sizeof(float) * (size_t)(width * rows));
+    for (int64_t i = 0; i < width * rows; i++)
+        sum[i] = x[i] + t[i];
+    for (int64_t r = 0; r < rows; r++)
+        g_ref.rmsnorm(width, sum + r * width, w, 1e-5f, want + r * width);
+    cl_mem td = put(g_cl, t, sizeof(float) * (size_t)(width * rows));
+    cl_mem sd = put(g_cl, x, sizeof(float) * (size_t)(width * rows));
+    tern_cl_add_rmsnorm(g_cl, td, sd, wd, width, rows, 1e-5f, yd);
+    get(g_cl, sd, got, sizeof(float) * (size_t)(width * rows));
+    assert_memory_equal(got, sum, sizeof(float) * (size_t)(width * rows));
+    get(g_cl, yd, got, sizeof(float) * (size_t)(width * rows));
+    for (int64_t i = 0; i < width * rows; i++)
+        if (fabsf(got[i] - want[i]) > 1e-5f * fabsf(want[i]) + 1e-6f)
+            fail_msg("add_rmsnorm width %lld [%lld]: %.7g, want %.7g", (long long)width, (long long)i, got[i],
+                     want[i]);
+    tern_cl_release(g_cl, td, 0);
+    tern_cl_release(g_cl, sd, 0);
+    free(t);
+    free(sum);
     tern_cl_release(g_cl, xd, 0);
     tern_cl_release(g_cl, wd, 0);
     tern_cl_release(g_cl, yd, 0);
@@ -303,6 +324,12 @@ static void test_rmsnorm(void **state) {
     free(w);
     free(got);
     free(want);
+}
+
+static void test_rmsnorm(void **state) {
+    (void)state;
+    rmsnorm_width(300);
+    rmsnorm_width(5298);
 }
 
 static void test_rope(void **state) {

@@ -13,31 +13,53 @@
 #define NORM_WGS 256
 #endif
 
-/* The norms are one work-group per row, so a row's time is the latency of its loop: each
- * work-item reads float4s (every model's width is a multiple of 4; a scalar loop takes the rest)
- * and the host makes the work-group as wide as the device allows (NORM_WGS), so a 4096-wide row
- * is one float4 per work-item, one round trip to memory instead of sixteen. */
+/* The norms are one work-group per row, so a row's time is the latency of its loops: each
+ * work-item reads float4s (every model's width is a multiple of 4; a scalar loop takes the rest),
+ * four of them per iteration with all four loads issued first: a 4096-wide row is one iteration
+ * of NORM_WGS = 256 work-items, one round trip to memory instead of sixteen. */
 static inline float sum_squares(global const float *x, const int n) {
     const int lid = get_local_id(0), n4 = n / 4;
-    float4 acc = 0.0f;
-    for (int i = lid; i < n4; i += NORM_WGS) {
-        const float4 v = vload4(i, x);
-        acc = mad(v, v, acc);
+    float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    int i = lid;
+    for (; i + 3 * NORM_WGS < n4; i += 4 * NORM_WGS) {
+        const float4 v0 = vload4(i, x), v1 = vload4(i + NORM_WGS, x), v2 = vload4(i + 2 * NORM_WGS, x),
+                     v3 = vload4(i + 3 * NORM_WGS, x);
+        a0 = mad(v0, v0, a0);
+        a1 = mad(v1, v1, a1);
+        a2 = mad(v2, v2, a2);
+        a3 = mad(v3, v3, a3);
     }
+    for (; i < n4; i += NORM_WGS) {
+        const float4 v = vload4(i, x);
+        a0 = mad(v, v, a0);
+    }
+    const float4 acc = (a0 + a1) + (a2 + a3);
     float s = (acc.x + acc.y) + (acc.z + acc.w);
-    for (int i = 4 * n4 + lid; i < n; i += NORM_WGS)
-        s = mad(x[i], x[i], s);
+    for (int j = 4 * n4 + lid; j < n; j += NORM_WGS)
+        s = mad(x[j], x[j], s);
     return s;
 }
 
-/* y = x * scale * w; each work-item touches the elements sum_squares gave it (x may equal y). */
+/* y = x * scale * w; each work-item touches the elements sum_squares gave it (x may equal y),
+ * loading four float4s before storing any. */
 static inline void scale_row(global const float *x, global const float *w, const float scale, const int n,
                              global float *y) {
     const int lid = get_local_id(0), n4 = n / 4;
-    for (int i = lid; i < n4; i += NORM_WGS)
+    int i = lid;
+    for (; i + 3 * NORM_WGS < n4; i += 4 * NORM_WGS) {
+        const float4 x0 = vload4(i, x), x1 = vload4(i + NORM_WGS, x), x2 = vload4(i + 2 * NORM_WGS, x),
+                     x3 = vload4(i + 3 * NORM_WGS, x);
+        const float4 w0 = vload4(i, w), w1 = vload4(i + NORM_WGS, w), w2 = vload4(i + 2 * NORM_WGS, w),
+                     w3 = vload4(i + 3 * NORM_WGS, w);
+        vstore4(x0 * scale * w0, i, y);
+        vstore4(x1 * scale * w1, i + NORM_WGS, y);
+        vstore4(x2 * scale * w2, i + 2 * NORM_WGS, y);
+        vstore4(x3 * scale * w3, i + 3 * NORM_WGS, y);
+    }
+    for (; i < n4; i += NORM_WGS)
         vstore4(vload4(i, x) * scale * vload4(i, w), i, y);
-    for (int i = 4 * n4 + lid; i < n; i += NORM_WGS)
-        y[i] = x[i] * scale * w[i];
+    for (int j = 4 * n4 + lid; j < n; j += NORM_WGS)
+        y[j] = x[j] * scale * w[j];
 }
 
 kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void rmsnorm(global const float *x,
@@ -60,16 +82,31 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
     const size_t base = (size_t)get_group_id(0) * (size_t)n;
     y += base;
     t += base;
-    float4 acc = 0.0f;
-    for (int i = lid; i < n4; i += NORM_WGS) {
+    float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    int i = lid;
+    for (; i + 3 * NORM_WGS < n4; i += 4 * NORM_WGS) { /* four rows' loads first, as in sum_squares */
+        const float4 v0 = vload4(i, y) + vload4(i, t), v1 = vload4(i + NORM_WGS, y) + vload4(i + NORM_WGS, t);
+        const float4 v2 = vload4(i + 2 * NORM_WGS, y) + vload4(i + 2 * NORM_WGS, t);
+        const float4 v3 = vload4(i + 3 * NORM_WGS, y) + vload4(i + 3 * NORM_WGS, t);
+        vstore4(v0, i, y);
+        vstore4(v1, i + NORM_WGS, y);
+        vstore4(v2, i + 2 * NORM_WGS, y);
+        vstore4(v3, i + 3 * NORM_WGS, y);
+        a0 = mad(v0, v0, a0);
+        a1 = mad(v1, v1, a1);
+        a2 = mad(v2, v2, a2);
+        a3 = mad(v3, v3, a3);
+    }
+    for (; i < n4; i += NORM_WGS) {
         const float4 v = vload4(i, y) + vload4(i, t);
         vstore4(v, i, y);
-        acc = mad(v, v, acc);
+        a0 = mad(v, v, a0);
     }
+    const float4 acc = (a0 + a1) + (a2 + a3);
     float s = (acc.x + acc.y) + (acc.z + acc.w);
-    for (int i = 4 * n4 + lid; i < n; i += NORM_WGS) {
-        const float v = y[i] + t[i];
-        y[i] = v;
+    for (int j = 4 * n4 + lid; j < n; j += NORM_WGS) {
+        const float v = y[j] + t[j];
+        y[j] = v;
         s = mad(v, v, s);
     }
     const float scale = 1.0f / sqrt(group_sum(s, red, NORM_WGS) / (float)n + eps);
