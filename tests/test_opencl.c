@@ -766,6 +766,61 @@ static tern_buf *upload_rows(tern_backend *be, const float *data, int64_t rows, 
     return b;
 }
 
+/* rope_kv against rope, rope, kv_store: the same bits in q, k and both caches. GQA (6 heads
+ * over 2), a partial rotation (24 of 40 dimensions), both pair layouts, positions 5.. */
+static void test_rope_kv(void **state) {
+    (void)state;
+    const int64_t n_tok = 3, n_head = 6, n_kv = 2, hd = 40, n_rot = 24, pos0 = 5, n_ctx = 16;
+    const int64_t qn = n_tok * n_head * hd, kn = n_tok * n_kv * hd, cache = n_ctx * n_kv * hd;
+    float *table = random_floats((size_t)(n_ctx * n_rot), 1.0f);
+    cl_mem td = put(g_cl, table, sizeof(float) * (size_t)(n_ctx * n_rot));
+    void *zeros = calloc(1, 2 * (size_t)cache); /* new buffers are not cleared */
+    for (int neox = 0; neox < 2; neox++) {
+        float *q = random_floats((size_t)qn, 2.0f), *k = random_floats((size_t)kn, 2.0f),
+              *v = random_floats((size_t)kn, 2.0f);
+        cl_mem out[2][4]; /* q, k, k cache, v cache: [0] separate kernels, [1] rope_kv */
+        for (int fused = 0; fused < 2; fused++) {
+            cl_mem qd = put(g_cl, q, sizeof(float) * (size_t)qn), kd = put(g_cl, k, sizeof(float) * (size_t)kn);
+            cl_mem vd = put(g_cl, v, sizeof(float) * (size_t)kn);
+            cl_mem kc = put(g_cl, zeros, 2 * (size_t)cache), vc = put(g_cl, zeros, 2 * (size_t)cache);
+            if (fused) {
+                const tern_cl_rope_kv_args a = {.q = qd, .k = kd, .v = vd, .kc = kc, .vc = vc, .cos_sin = td,
+                                                .n_tokens = n_tok, .n_head = n_head, .n_head_kv = n_kv,
+                                                .head_dim = hd, .n_rot = n_rot, .pos0 = pos0, .v_width = n_kv * hd,
+                                                .neox = neox};
+                tern_cl_rope_kv(g_cl, &a);
+            } else {
+                tern_cl_rope(g_cl, qd, n_tok, n_head, hd, n_rot, neox, td, pos0);
+                tern_cl_rope(g_cl, kd, n_tok, n_kv, hd, n_rot, neox, td, pos0);
+                tern_cl_kv_store(g_cl, kd, vd, kc, vc, pos0, n_tok, n_kv * hd, n_kv * hd);
+            }
+            out[fused][0] = qd;
+            out[fused][1] = kd;
+            out[fused][2] = kc;
+            out[fused][3] = vc;
+            tern_cl_release(g_cl, vd, 0);
+        }
+        const size_t bytes[4] = {sizeof(float) * (size_t)qn, sizeof(float) * (size_t)kn, 2 * (size_t)cache,
+                                 2 * (size_t)cache};
+        for (int b = 0; b < 4; b++) {
+            unsigned char *want = malloc(bytes[b]), *got = malloc(bytes[b]);
+            get(g_cl, out[0][b], want, bytes[b]);
+            get(g_cl, out[1][b], got, bytes[b]);
+            assert_memory_equal(got, want, bytes[b]);
+            free(want);
+            free(got);
+            tern_cl_release(g_cl, out[0][b], 0);
+            tern_cl_release(g_cl, out[1][b], 0);
+        }
+        free(q);
+        free(k);
+        free(v);
+    }
+    tern_cl_release(g_cl, td, 0);
+    free(table);
+    free(zeros);
+}
+
 static void test_backend_rope(void **state) {
     (void)state;
     tern_error err = {0};
@@ -861,6 +916,7 @@ int main(void) {
         cmocka_unit_test(test_context_build_failure),
         cmocka_unit_test(test_context_runtime_failure),
         cmocka_unit_test(test_backend_rope),
+        cmocka_unit_test(test_rope_kv),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     tern_cl_free(g_cl);

@@ -44,10 +44,6 @@ kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void kv_store(global 
  *                                          back to k and to the cache) or, past n_rot, copied
  *   then nv = v_width / 2:                two values of v, copied.
  * Preconditions: head_dim, n_rot and v_width even. */
-static inline int2 rope_pair(const int k, const int n_rot, const int neox) {
-    return neox ? (int2)(k, k + n_rot / 2) : (int2)(2 * k, 2 * k + 1);
-}
-
 kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void rope_kv(
     global float *q, global float *k, global const float *v, global half *kc, global half *vc, const int n_head,
     const int n_head_kv, const int head_dim, const int n_rot, const int neox, global const float *cos_sin,
@@ -74,9 +70,7 @@ kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void rope_kv(
     int2 at;
     if (j < half_rot) {
         at = rope_pair(j, n_rot, neox);
-        const float c = cs[2 * j], s = cs[2 * j + 1], a = head[at.x], b = head[at.y];
-        head[at.x] = a * c - b * s;
-        head[at.y] = a * s + b * c;
+        rotate_pair(head, at, cs[2 * j], cs[2 * j + 1]);
     } else { /* a pair past the rotated dimensions: stored as is */
         at = (int2)(n_rot + 2 * (j - half_rot), n_rot + 2 * (j - half_rot) + 1);
     }

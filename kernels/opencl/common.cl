@@ -336,6 +336,18 @@ static inline float glu_act(const float z, const float up, const int gelu) {
     return z / (1.0f + exp(-z)) * up;
 }
 
+/* The two elements of a head that RoPE pair k rotates: (k, k + n_rot/2) for neox, else (2k, 2k+1). */
+static inline int2 rope_pair(const int k, const int n_rot, const int neox) {
+    return neox ? (int2)(k, k + n_rot / 2) : (int2)(2 * k, 2 * k + 1);
+}
+
+/* Rotates elements at.x, at.y of head by the angle whose cosine and sine are c, s. */
+static inline void rotate_pair(global float *head, const int2 at, const float c, const float s) {
+    const float a = head[at.x], b = head[at.y];
+    head[at.x] = a * c - b * s;
+    head[at.y] = a * s + b * c;
+}
+
 /* Work-group sum of v for a work-group of n work-items (n a power of two); red holds n floats.
  * Every work-item gets the sum. */
 static inline float group_sum(float v, local float *red, const int n) {

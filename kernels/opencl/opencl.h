@@ -88,7 +88,8 @@ tern_status tern_cl_finish(tern_cl *cl, tern_error *err);
 
 /* ---- buffers ---- */
 
-/* A device buffer of `bytes`, filled from host (or zeroed when host is NULL). */
+/* A device buffer of `bytes`, filled from host; when host is NULL its contents are undefined
+ * (OpenCL does not clear new buffers). */
 tern_status tern_cl_alloc(tern_cl *cl, size_t bytes, const void *host, cl_mem *out, tern_error *err);
 void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes);
 /* Blocking transfers (a read first waits for every queued op). */

@@ -122,10 +122,7 @@ kernel void rope(global float *x, const int n_head, const int head_dim, const in
     global const float *cs = cos_sin + (size_t)(pos0 + t) * (size_t)n_rot;
     const float c = cs[2 * k], s = cs[2 * k + 1];
     global float *head = x + ((size_t)t * (size_t)n_head + (size_t)h) * (size_t)head_dim;
-    const int i0 = neox ? k : 2 * k, i1 = neox ? k + n_rot / 2 : 2 * k + 1;
-    const float a = head[i0], b = head[i1];
-    head[i0] = a * c - b * s;
-    head[i1] = a * s + b * c;
+    rotate_pair(head, rope_pair(k, n_rot, neox), c, s);
 }
 
 kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void glu(global const float *gate, global const float *up,
