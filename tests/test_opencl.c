@@ -200,6 +200,42 @@ static void test_matmul_small_shapes(void **state) {
 
 /* Two or three products over the same token in one launch (q, k, v) give what three launches
  * give, bit for bit: the same work per row. Rows 67, 13 and 1: uneven work-group counts. */
+/* matvec_glu against two matvecs and the glu kernel: the same bits (the same sums and the same
+ * activation code), silu and gelu, 67 rows (not a multiple of MV_ROWS). */
+static void test_matmul_glu(void **state) {
+    (void)state;
+    const int64_t rows = 67, k = 512;
+    const uint32_t types[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, TERN_TYPE_Q8_0};
+    for (size_t t = 0; t < 3; t++) {
+        weights wg = make_weights(types[t], rows, k), wu = make_weights(types[t], rows, k);
+        tern_cl_matrix *g, *u;
+        tern_error err = {0};
+        assert_int_equal(tern_cl_matrix_upload(g_cl, types[t], k, rows, wg.q, &g, &err), TERN_OK);
+        assert_int_equal(tern_cl_matrix_upload(g_cl, types[t], k, rows, wu.q, &u, &err), TERN_OK);
+        float *x = random_floats((size_t)k, 1.0f), want[67], got[67];
+        cl_mem xd = put(g_cl, x, sizeof(float) * (size_t)k), gd = put(g_cl, NULL, sizeof(float) * rows),
+               ud = put(g_cl, NULL, sizeof(float) * rows), od = put(g_cl, NULL, sizeof(float) * rows);
+        for (int gelu = 0; gelu < 2; gelu++) {
+            tern_cl_matmul(g_cl, g, xd, 1, gd);
+            tern_cl_matmul(g_cl, u, xd, 1, ud);
+            tern_cl_glu(g_cl, gd, ud, rows, gelu, gd);
+            tern_cl_matmul_glu(g_cl, g, u, xd, gelu, od);
+            get(g_cl, gd, want, sizeof(float) * rows);
+            get(g_cl, od, got, sizeof(float) * rows);
+            assert_memory_equal(got, want, sizeof(float) * rows);
+        }
+        tern_cl_release(g_cl, xd, 0);
+        tern_cl_release(g_cl, gd, 0);
+        tern_cl_release(g_cl, ud, 0);
+        tern_cl_release(g_cl, od, 0);
+        tern_cl_matrix_free(g_cl, g);
+        tern_cl_matrix_free(g_cl, u);
+        free_weights(&wg);
+        free_weights(&wu);
+        free(x);
+    }
+}
+
 static void test_matmul_shared(void **state) {
     (void)state;
     const int64_t rows[3] = {67, 13, 1}, k = 768;
@@ -903,6 +939,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_every_type),
         cmocka_unit_test(test_matmul_small_shapes),
         cmocka_unit_test(test_matmul_shared),
+        cmocka_unit_test(test_matmul_glu),
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
