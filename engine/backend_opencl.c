@@ -339,7 +339,7 @@ static void ocl_rope(tern_backend *be, tern_buf *x, const tern_rope_params *p) {
     rope_table *t = rope_table_for(b, p, p->pos0 + p->n_tokens);
     if (!t)
         return;
-    if (getenv("NOROPEKV") == NULL && p->head_dim % 2 == 0 && p->n_rot % 2 == 0) { /* rope_kv's preconditions */
+    if (p->head_dim % 2 == 0 && p->n_rot % 2 == 0) { /* rope_kv's preconditions */
         b->held.kind = HELD_ROPE;
         b->held.rope_x[0] = x;
         b->held.rope_heads[0] = p->n_head;
@@ -405,7 +405,7 @@ static void ocl_attention(tern_backend *be, const tern_buf *q, const tern_attn_p
 static void ocl_glu(tern_backend *be, const tern_buf *gate, const tern_buf *up, int64_t n,
                     tern_activation act, tern_buf *out) {
     ocl_backend *b = ocl(be);
-    if (getenv("NOGLU") == NULL && b->held.kind == HELD_MATVEC && b->held.n_w == 2 && b->held.y[0] == gate && b->held.y[1] == up &&
+    if (b->held.kind == HELD_MATVEC && b->held.n_w == 2 && b->held.y[0] == gate && b->held.y[1] == up &&
         b->held.w[0]->n_rows == n && b->held.w[1]->n_rows == n) { /* the products of gate and up: one launch */
         tern_cl_matmul_glu(b->cl, b->held.w[0], b->held.w[1], b->held.x->mem, act == TERN_ACT_GELU, out->mem);
         b->held.kind = HELD_NONE;

@@ -22,6 +22,7 @@ void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
                     cl_uint dims, const size_t *global, const size_t *local, uint64_t bytes) {
     if (cl->failed)
         return;
+    const double t0 = tern_cl_profile_clock(cl);
     if (cl->fail_after > 0 && --cl->fail_after == 0) {
         tern_cl_fail(cl, "a failure injected by TERN_OPENCL_FAIL_AFTER", CL_OUT_OF_RESOURCES);
         return;
@@ -47,6 +48,7 @@ void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
         tern_cl_fail(cl, name, rc);
     else
         tern_cl_profile_add(cl, name, bytes);
+    tern_cl_profile_host(cl, t0, false);
 }
 
 const tern_cl_device_info *tern_cl_device(const tern_cl *cl) {
@@ -71,7 +73,9 @@ int64_t tern_cl_max_head_dim(const tern_cl *cl) {
 
 tern_status tern_cl_finish(tern_cl *cl, tern_error *err) {
     if (!cl->failed) {
+        const double t0 = tern_cl_profile_clock(cl);
         cl_int rc = cl->api.Finish(cl->queue);
+        tern_cl_profile_host(cl, t0, true);
         if (rc != CL_SUCCESS)
             tern_cl_fail(cl, "clFinish (a kernel failed or the device was lost)", rc);
         else
@@ -132,7 +136,9 @@ bool tern_cl_ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes
 
 tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, void *host, tern_error *err) {
     if (!cl->failed) {
+        const double t0 = tern_cl_profile_clock(cl);
         cl_int rc = cl->api.EnqueueReadBuffer(cl->queue, mem, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
+        tern_cl_profile_host(cl, t0, true);
         if (rc != CL_SUCCESS)
             tern_cl_fail(cl, "reading a buffer back", rc);
     }
@@ -142,7 +148,9 @@ tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, v
 tern_status tern_cl_write(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, const void *host,
                           tern_error *err) {
     if (!cl->failed) {
+        const double t0 = tern_cl_profile_clock(cl);
         cl_int rc = cl->api.EnqueueWriteBuffer(cl->queue, mem, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
+        tern_cl_profile_host(cl, t0, true);
         if (rc != CL_SUCCESS)
             tern_cl_fail(cl, "writing a buffer", rc);
     }

@@ -89,6 +89,10 @@ typedef struct tern_cl_profile {
     } * pending; /* launches whose events are not read yet */
     size_t n_pending, cap_pending;
     cl_event slot;
+    /* Where the wall time went (host clock, ns): inside enqueue calls, blocked in finish, reads
+     * and writes, and from the first launch to the last finish; the device's span per finish
+     * (first start to last end of the batch's kernels) against the kernels' own sum. */
+    double enqueue_ns, wait_ns, wall_first, wall_last, span_ns;
 } tern_cl_profile;
 
 struct tern_cl {
@@ -154,6 +158,8 @@ cl_event *tern_cl_profile_slot(tern_cl *cl);
 void tern_cl_profile_add(tern_cl *cl, const char *name, uint64_t bytes);
 void tern_cl_profile_collect(tern_cl *cl); /* after clFinish: read the finished events */
 void tern_cl_profile_print_free(tern_cl *cl);
+double tern_cl_profile_clock(const tern_cl *cl); /* host ns when profiling, else 0 */
+void tern_cl_profile_host(tern_cl *cl, double t0, bool waited); /* charges now - t0 to enqueue or wait */
 
 /* Builds (or loads from the cache) the program with the tunables resolved from the device and
  * TERN_OPENCL_OPTIONS; sets cl->program, cl->tune and cl->origin. */

@@ -90,10 +90,12 @@ static bool matmul_clblast(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_p
         dequant_rows(cl, w, part, 0, r, rows, 1.0f, cl->tile, 0);
         if (cl->failed)
             return true;
+        const double t0 = tern_cl_profile_clock(cl);
         int rc =
             cl->sgemm(101 /* row-major */, 111 /* x as is */, 112 /* tile transposed */, (size_t)m,
                       (size_t)rows, (size_t)w->k, 1.0f, x, 0, (size_t)w->k, cl->tile, 0, (size_t)w->k, 0.0f,
                       y, (size_t)(part->row0 + r), (size_t)w->n_rows, &cl->queue, tern_cl_profile_slot(cl));
+        tern_cl_profile_host(cl, t0, false);
         if (rc != 0)
             return r == 0 ? false : (tern_cl_fail(cl, "CLBlastSgemm", rc), true);
         tern_cl_profile_add(cl, "clblast_sgemm", (uint64_t)(m * (w->k + rows) + rows * w->k) * 4);

@@ -8,8 +8,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/opencl/cl_internal.h"
+
+double tern_cl_profile_clock(const tern_cl *cl) {
+    if (!cl->profile)
+        return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+void tern_cl_profile_host(tern_cl *cl, double t0, bool waited) {
+    tern_cl_profile *p = cl->profile;
+    if (!p)
+        return;
+    const double now = tern_cl_profile_clock(cl);
+    *(waited ? &p->wait_ns : &p->enqueue_ns) += now - t0;
+    if (p->wall_first == 0)
+        p->wall_first = t0;
+    p->wall_last = now;
+}
 
 cl_event *tern_cl_profile_slot(tern_cl *cl) {
     if (!cl->profile)
@@ -53,6 +73,7 @@ void tern_cl_profile_collect(tern_cl *cl) {
     tern_cl_profile *p = cl->profile;
     if (!p)
         return;
+    cl_ulong first = 0, last = 0;
     for (size_t i = 0; i < p->n_pending; i++) {
         cl_ulong start = 0, end = 0;
         if (cl->api.GetEventProfilingInfo(p->pending[i].event, CL_PROFILING_COMMAND_START, sizeof start,
@@ -63,9 +84,12 @@ void tern_cl_profile_collect(tern_cl *cl) {
             p->rows[p->pending[i].row].launches++;
             p->rows[p->pending[i].row].ns += (double)(end - start);
             p->rows[p->pending[i].row].bytes += (double)p->pending[i].bytes;
+            first = first == 0 || start < first ? start : first;
+            last = end > last ? end : last;
         }
         cl->api.ReleaseEvent(p->pending[i].event);
     }
+    p->span_ns += (double)(last - first);
     p->n_pending = 0;
 }
 
@@ -90,6 +114,16 @@ void tern_cl_profile_print_free(tern_cl *cl) {
             fprintf(stderr, " %9.1f", p->rows[i].bytes / ns);
         fputc('\n', stderr);
     }
+    /* The kernels' sum against the device's span says how long it sat idle between them; the
+     * host's share says whether the idle time was the host's own work (not enqueueing, not
+     * waiting: e.g. a CLBlast call compiling its kernels). */
+    const double wall = p->wall_last - p->wall_first;
+    fprintf(stderr,
+            "  wall %.1f ms from the first launch to the last finish: %.1f ms enqueueing, %.1f ms waiting for "
+            "the device, %.1f ms other host work; the kernels above ran %.1f ms of the %.1f ms the device "
+            "spanned between finishes\n",
+            wall / 1e6, p->enqueue_ns / 1e6, p->wait_ns / 1e6, (wall - p->enqueue_ns - p->wait_ns) / 1e6,
+            total / 1e6, p->span_ns / 1e6);
     for (size_t i = 0; i < p->n_pending; i++)
         cl->api.ReleaseEvent(p->pending[i].event);
     free(p->pending);
