@@ -752,6 +752,34 @@ static void test_golden_rewrite_identical(void **state) {
     unlink(path);
 }
 
+/* A file of 2 MiB or more is mapped at a multiple of 2 MiB (gguf_read.c: page-cache folios of
+ * 2 MiB are then mapped whole); its bytes read the same as any other file's. */
+static void test_large_file_mapping(void **state) {
+    char path[256];
+    tmp_path(path, sizeof path, "large.gguf");
+    tern_gguf_writer *w = NULL;
+    tern_error e = {0};
+    const int64_t ne[2] = {1024, 769}; /* 3 MiB + 4 KiB of f32: the mapping ends mid huge page */
+    const size_t bytes = 1024 * 769 * sizeof(float);
+    assert_int_equal(tern_gguf_writer_create(&w, &e), TERN_OK);
+    assert_int_equal(tern_gguf_writer_add_tensor(w, "big", TERN_TYPE_F32, 2, ne, &e), TERN_OK);
+    uint8_t *data = random_bytes(bytes, 99);
+    const void *datas[1] = {data};
+    assert_int_equal(tern_gguf_writer_write_file(w, path, datas, &e), TERN_OK);
+    tern_gguf_writer_free(w);
+    for (int round = 0; round < 3; round++) { /* mappings are made and removed cleanly */
+        tern_gguf *g = open_ok(path);
+        const tern_gguf_tensor *t = tern_gguf_find_tensor(g, "big");
+        assert_non_null(t);
+        const uint8_t *base = (const uint8_t *)t->data - tern_gguf_data_offset(g) - t->offset;
+        assert_int_equal((uintptr_t)base % ((uintptr_t)2 << 20), 0);
+        assert_memory_equal(t->data, data, bytes);
+        tern_gguf_free(g);
+    }
+    free(data);
+    unlink(path);
+}
+
 static void test_open_errors(void **state) {
     tern_gguf *g = (tern_gguf *)&g; /* must be reset to NULL on failure */
     tern_error e = {0};
@@ -790,6 +818,7 @@ int main(void) {
         cmocka_unit_test(test_golden_tiny),
         cmocka_unit_test(test_golden_vocab_and_pairs),
         cmocka_unit_test(test_golden_rewrite_identical),
+        cmocka_unit_test(test_large_file_mapping),
         cmocka_unit_test(test_open_errors),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
