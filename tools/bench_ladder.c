@@ -236,6 +236,11 @@ int tern_bench_ladder(tern_bench_env *env, const tern_bench_model *model, const 
         {.change = "power: no power saving, no throttling", .writeup = "~1.5x"},
         {.change = "context: the default (4096 or the trained length)", .writeup = "~1.2x"},
     };
+    char given[sizeof model->quant_mix + 32];
+    if (!model->weights_are_float) { /* the step runs the user's own quantized file: say what it holds */
+        snprintf(given, sizeof given, "weights as given (%s)", model->quant_mix);
+        s[1].change = given;
+    }
     s[0].cfg = (tern_bench_config){.model = f16, .backend = TERN_BACKEND_CPU, .n_threads = 1, .n_ctx = 8192,
                                    .force = true, .n_prompt = a->n_prompt, .n_gen = a->n_gen};
     int rc = TERN_EXIT_OK;

@@ -127,9 +127,9 @@ static void check_backend(const tern_doctor_input *in, tern_doctor_check *c) {
     start(c, "backend", 2);
     const tern_gpu_info *gpu = &in->sys->gpu;
     for (int i = 0; i < gpu->n_drivers && i < TERN_SYSINFO_MAX_GPU_ITEMS; i++)
-        say(c, "OpenCL driver %s", gpu->drivers[i]);
+        say(c, "OpenCL driver /%s", gpu->drivers[i]);
     for (int i = 0; i < gpu->n_devices && i < TERN_SYSINFO_MAX_GPU_ITEMS; i++)
-        say(c, "GPU device %s", gpu->devices[i]);
+        say(c, "GPU device /%s", gpu->devices[i]);
     tern_cl_device_info devs[TERN_CL_MAX_DEVICES];
     int n_devs = 0, n_gpu = 0;
     tern_error err = {0};
@@ -169,7 +169,7 @@ static void check_backend(const tern_doctor_input *in, tern_doctor_check *c) {
     tern_context_params p = tern_context_default_params();
     p.n_ctx = 256 < in->model->hp.n_ctx_train ? 256 : in->model->hp.n_ctx_train;
     p.n_batch = 32;
-    p.n_threads = 1;
+    p.n_threads = in->n_threads; /* 0: auto, so the backend's description shows the run's threads */
     p.backend = in->backend;
     p.force = true; /* the memory check speaks for memory; here only the backend matters */
     tern_context *ctx = NULL;

@@ -94,7 +94,7 @@ grep -q "do not fit in the context of 256" "$tmp/err" && ok "names the context" 
 # ---- the ladder ----
 expect "ladder" 0 env TMPDIR="$tmp" "$TERN" bench -m "$Q4" --ladder -t 1 -p 16 -n 8 -r 1
 has "step 0: the write-up's defaults" "^\| 0 \| write-up defaults: F16 weights, CPU only, 1 thread, ctx 8192 \| [0-9.]+ "
-has "step 1: Q4_K_M with a factor" "^\| 1 \| weights Q4_K_M \| [0-9.]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+x \| [0-9.]+x"
+has "step 1: the quantized model as given, with a factor" "^\| 1 \| weights as given \(.*Q4_K x[0-9]+.*\) \| [0-9.]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+x \| [0-9.]+x"
 has "GPU step skipped with the reason" "^\| 2 \| GPU backend .* skipped: no GPU backend here: "
 has "memory and power steps skipped" "^\| 5 \| power: .* skipped: "
 has "context step ran" "^\| 6 \| context: .* \| [0-9.]+x \| [0-9.]+x \|"
