@@ -151,6 +151,9 @@ static void phases(const plot *p, const tern_bench_result *res, const panel *pn)
     }
 }
 
+#define RATE_WINDOW_MS 500.0
+#define RATE_WINDOW_TOKENS 10
+
 bool tern_bench_plot_svg(const tern_bench_result *res, const char *path) {
     const tern_telemetry *tel = res->env->tel;
     FILE *f = fopen(path, "w");
@@ -163,18 +166,35 @@ bool tern_bench_plot_svg(const tern_bench_result *res, const char *path) {
     plot p = {f, 0, 1};
     int hottest = -1;
     if (ok && n > 0) {
-        tern_telemetry_sample prev, s;
+        tern_telemetry_sample prev, s, from;
         const tern_cpu_topology *topo = res->env->sys->topo;
         double possible = NAN;
+        size_t run_from = 0; /* the sample the tokens/s window starts at, in the current decode run */
         for (size_t i = 0; i < n; i++, prev = s) {
             tern_telemetry_get(tel, i, &s);
             const double t = s.t_ms / 1e3;
-            /* tokens/s between two decode samples of one run (progress restarts at 0 each run) */
-            if (i > 0 && s.phase == TERN_BENCH_DECODE && prev.phase == TERN_BENCH_DECODE && s.progress >= prev.progress &&
-                s.t_ms > prev.t_ms)
-                series_push(&tps, (prev.t_ms + s.t_ms) / 2e3, (double)(s.progress - prev.progress) / (s.t_ms - prev.t_ms) * 1e3);
-            else if (tps.n && !isnan(tps.v[tps.n - 1]))
-                series_push(&tps, t, NAN);
+            /* Tokens/s over a window of the run (progress restarts at 0 each run). A sample knows
+             * how many tokens were done, not when the last one ended, so one sample interval
+             * against the next alternates between k and k + 1 tokens: the window is at least
+             * RATE_WINDOW_MS and RATE_WINDOW_TOKENS long, which keeps that error a few percent. */
+            const bool decoding = i > 0 && s.phase == TERN_BENCH_DECODE && prev.phase == TERN_BENCH_DECODE &&
+                                  s.progress >= prev.progress && s.t_ms > prev.t_ms;
+            if (!decoding) {
+                run_from = i;
+                if (tps.n && !isnan(tps.v[tps.n - 1]))
+                    series_push(&tps, t, NAN);
+            } else {
+                tern_telemetry_get(tel, run_from, &from);
+                for (tern_telemetry_sample next; run_from + 1 < i; run_from++) {
+                    tern_telemetry_get(tel, run_from + 1, &next);
+                    if (s.t_ms - next.t_ms < RATE_WINDOW_MS || s.progress - next.progress < RATE_WINDOW_TOKENS)
+                        break;
+                    from = next;
+                }
+                if (s.t_ms - from.t_ms >= RATE_WINDOW_MS && s.progress - from.progress >= RATE_WINDOW_TOKENS)
+                    series_push(&tps, (from.t_ms + s.t_ms) / 2e3,
+                                (double)(s.progress - from.progress) / (s.t_ms - from.t_ms) * 1e3);
+            }
             double sum = 0;
             int k = 0;
             for (int c = 0; c < tern_telemetry_n_cpus(tel); c++)
