@@ -251,6 +251,7 @@ int tern_cmd_chat(int argc, char **argv) {
                            on_piece, &ans, NULL, 0, &last, &err);
         last.n_prompt = (int64_t)(n_tokens - common);
         printf("\n");
+        fflush(stdout); /* before anything on stderr: piped, the two streams would interleave late */
         memcpy(cached, tokens, n_tokens * sizeof *tokens);
         n_cached = st == TERN_OK && last.stop != TERN_STOP_INTERRUPT ? n_tokens : 0;
         if (st != TERN_OK) {
