@@ -2,13 +2,13 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/threadpool.h"
 #include "gguf/error.h"
 #include "kernels/cpu/memread.h"
+#include "kernels/timing.h"
 
 #define MAX_REPS 64
 
@@ -23,17 +23,6 @@ static void read_part(void *arg, int thread, int n_threads) {
     (void)n_threads;
     read_job *j = arg;
     j->sums[thread] += j->sum(j->buf + (size_t)thread * j->part, j->part);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 tern_status tern_bandwidth_measure(int n_threads, const int *cpus, size_t bytes, int reps, tern_bandwidth *out,
@@ -64,12 +53,11 @@ tern_status tern_bandwidth_measure(int n_threads, const int *cpus, size_t bytes,
     tern_threadpool_run(pool, read_part, job); /* warm-up: threads awake, TLBs filled */
     double t[MAX_REPS];
     for (int r = 0; r < reps; r++) {
-        const double t0 = now_s();
+        const double t0 = tern_now_s();
         tern_threadpool_run(pool, read_part, job);
-        t[r] = now_s() - t0;
+        t[r] = tern_now_s() - t0;
     }
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    const double median = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    const double median = tern_sort_median(t, reps);
     const double read = (double)(part * (size_t)n_threads);
     out->n_threads = n_threads;
     out->bytes = part * (size_t)n_threads;

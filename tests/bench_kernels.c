@@ -25,29 +25,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/cpu/memread.h"
 #include "kernels/kernels.h"
 #include "quant/quant.h"
+#include "kernels/timing.h"
 
 /* ---- timing ---- */
 
-static double bench_clock(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* The median and the fastest of several timed repetitions. On a shared machine the median shows
  * what a run gets; the fastest shows what the kernel can do when it has the cores to itself. */
@@ -100,16 +85,16 @@ static bench_time run_threads(bench_job job, void *arg, int n_threads, int reps)
     }
     for (int r = 0; r < reps; r++) {
         pthread_barrier_wait(&start);
-        const double t0 = bench_clock();
+        const double t0 = tern_now_s();
         job(arg, 0, n_threads, r);
         pthread_barrier_wait(&end);
-        t[r] = bench_clock() - t0;
+        t[r] = tern_now_s() - t0;
     }
     for (int i = 1; i < n_threads; i++)
         pthread_join(w[i].id, NULL);
     pthread_barrier_destroy(&start);
     pthread_barrier_destroy(&end);
-    const double med = median(t, reps); /* sorts t */
+    const double med = tern_sort_median(t, reps); /* sorts t */
     return (bench_time){med, t[0]};
 }
 

@@ -9,12 +9,12 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "gguf/error.h"
 #include "tools/bench.h"
 #include "tools/cli.h"
+#include "kernels/timing.h"
 
 /* Plain English, so a long prompt made of it tokenizes like a real one (word pieces, not bytes). */
 const char tern_bench_default_prompt[] =
@@ -27,12 +27,6 @@ const char tern_bench_default_prompt[] =
     "When the lights were automated, the logs were collected and sent to the city archive, where "
     "historians now read them to learn how the climate, the fisheries and the shipping routes "
     "changed over a century. ";
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 const char *tern_bench_backend_name(tern_backend_kind b) {
     return b == TERN_BACKEND_CPU ? "cpu" : b == TERN_BACKEND_OPENCL ? "opencl" : "auto";
@@ -68,16 +62,10 @@ tern_status tern_bench_model_read(const char *path, tern_bench_model *out, tern_
     return TERN_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 tern_bench_stat tern_bench_stat_of(double *v, int n) {
     if (n <= 0)
         return (tern_bench_stat){NAN, NAN, NAN, 0};
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    const double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    const double med = tern_sort_median(v, n);
     return (tern_bench_stat){med, v[0], v[n - 1], n};
 }
 
@@ -280,7 +268,7 @@ static void on_token(void *user, const char *piece, size_t len, int32_t token) {
         tern_telemetry_set_progress(w->tel, tern_context_position(w->ctx));
     }
     w->decoding = true;
-    if (w->limit_ms > 0 && now_ms() - w->t0 > w->limit_ms)
+    if (w->limit_ms > 0 && tern_now_ms() - w->t0 > w->limit_ms)
         w->stop = 1;
 }
 
@@ -368,7 +356,7 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
         tern_telemetry_set_progress(env->tel, 0);
     set_phase(env, TERN_BENCH_LOAD);
     r->t_start = tel_now(env);
-    const double t0 = now_ms();
+    const double t0 = tern_now_ms();
     tern_context_params cp = tern_context_default_params();
     cp.n_threads = cfg->n_threads;
     cp.backend = cfg->backend;
@@ -377,7 +365,7 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
     st = tern_model_load(cfg->model, &m, err);
     if (st == TERN_OK)
         st = tern_context_create(m, &cp, &ctx, err);
-    r->load_ms = now_ms() - t0;
+    r->load_ms = tern_now_ms() - t0;
     r->t_loaded = tel_now(env);
     set_phase(env, TERN_BENCH_PREFILL);
     if (st != TERN_OK)
@@ -403,7 +391,7 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
     if (st != TERN_OK)
         goto done;
 
-    decode_watch watch = {.tel = env->tel, .ctx = ctx, .t0 = now_ms(), .limit_ms = cfg->max_decode_s * 1e3};
+    decode_watch watch = {.tel = env->tel, .ctx = ctx, .t0 = tern_now_ms(), .limit_ms = cfg->max_decode_s * 1e3};
     tern_gen_stats gs;
     st = tern_generate(ctx, m, sampler, prompt, (size_t)cfg->n_prompt, cfg->n_gen, &watch.stop, on_token, &watch,
                        NULL, 0, &gs, err);

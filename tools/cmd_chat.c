@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tools/cli.h"
 #include "tools/generate.h"
+#include "kernels/timing.h"
 
 static const char chat_head[] =
     "usage: tern chat -m MODEL [-s SYSTEM] [options]\n\n"
@@ -155,8 +155,7 @@ int tern_cmd_chat(int argc, char **argv) {
     interrupts = 0;
     o.ctx.abort_flag = &interrupts;
     setvbuf(stdin, NULL, _IONBF, 0); /* for wait_for_input: no input hides in a stdio buffer */
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = tern_now_ms();
     tern_model *model = NULL;
     tern_context *ctx = NULL;
     tern_sampler *sampler = NULL;
@@ -172,9 +171,7 @@ int tern_cmd_chat(int argc, char **argv) {
         fprintf(stderr, "(interrupted while loading)\n");
         goto done;
     }
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double load_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    const double load_ms = tern_now_ms() - t0;
     tern_error err = {0};
     const size_t n_ctx = (size_t)tern_context_size(ctx);
     size_t n_cached = 0; /* tokens[0..n_cached) are in the KV cache */

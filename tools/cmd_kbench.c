@@ -8,7 +8,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "engine/roofline.h"
@@ -17,6 +16,7 @@
 #include "quant/quant.h"
 #include "tools/cli.h"
 #include "tools/kbench.h"
+#include "kernels/timing.h"
 
 static const char kbench_help[] =
     "usage: tern kbench [--backend cpu|opencl] [--device N] [--kernel NAME] [--isa LIST] [-t N]\n"
@@ -47,20 +47,9 @@ static const char kbench_help[] =
     "\n"
     "exit status: 0 done, 1 a measurement could not run, 2 bad arguments\n";
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 tern_kbench_time tern_kbench_time_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof v[0], cmp_double);
-    return (tern_kbench_time){n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[0], n};
+    const double median = tern_sort_median(v, n);
+    return (tern_kbench_time){median, v[0], n};
 }
 
 /* The job a timed repetition runs; `rep` lets decode gemm move to another copy of its weights. */
@@ -76,9 +65,9 @@ typedef struct timed {
 static tern_kbench_time time_it(const timed *t, double budget_s) {
     enum { MAX_REPS = 200 };
     double v[MAX_REPS];
-    double t0 = now_s();
+    double t0 = tern_now_s();
     t->pool ? tern_threadpool_run(t->pool, t->fn, t->arg) : t->fn(t->arg, 0, 1);
-    const double once = now_s() - t0;
+    const double once = tern_now_s() - t0;
     if (once >= budget_s)
         return (tern_kbench_time){once, once, 1};
     int reps = (int)(budget_s / (once > 1e-7 ? once : 1e-7));
@@ -86,9 +75,9 @@ static tern_kbench_time time_it(const timed *t, double budget_s) {
     for (int r = 0; r < reps; r++) {
         if (t->rep)
             (*t->rep)++;
-        t0 = now_s();
+        t0 = tern_now_s();
         t->pool ? tern_threadpool_run(t->pool, t->fn, t->arg) : t->fn(t->arg, 0, 1);
-        v[r] = now_s() - t0;
+        v[r] = tern_now_s() - t0;
     }
     return tern_kbench_time_of(v, reps);
 }

@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tools/cli.h"
+#include "kernels/timing.h"
 
 static const char ppl_head[] =
     "usage: tern perplexity -m MODEL -f FILE [-c N] [--chunks N] [options]\n\n"
@@ -99,8 +99,7 @@ int tern_cmd_perplexity(int argc, char **argv) {
     const int64_t first_scored = n_ctx / 2;
     double nll_sum = 0, nll_sq = 0;
     int64_t n_scored = 0;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = tern_now_s();
     fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, scoring positions %lld..%lld of each\n",
             n_tokens, (long long)n_chunks, (long long)n_ctx, (long long)first_scored, (long long)n_ctx - 1);
     for (int64_t c = 0; c < n_chunks; c++) {
@@ -124,11 +123,10 @@ int tern_cmd_perplexity(int argc, char **argv) {
         printf("[%lld]%.4f%s", (long long)c + 1, exp(nll_sum / (double)n_scored), c + 1 < n_chunks ? "," : "\n");
         fflush(stdout);
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double secs = tern_now_s() - t0;
     double mean = nll_sum / (double)n_scored;
     double var = nll_sq / (double)n_scored - mean * mean;
     double se = n_scored > 1 && var > 0 ? sqrt(var / (double)(n_scored - 1)) : 0;
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("Final estimate: PPL = %.4f +/- %.4f (%lld tokens scored, %.1f s, %.1f tokens/s)\n", exp(mean),
            exp(mean) * se, (long long)n_scored, secs, (double)(n_chunks * n_ctx) / secs);
 done:

@@ -16,11 +16,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "engine/threadpool.h"
 #include "tools/cli.h"
+#include "kernels/timing.h"
 
 /* Elements one thread converts per pass: a pass takes tens of milliseconds for K-quants. */
 #define PASS_ELEMENTS_PER_THREAD ((int64_t)1 << 20)
@@ -57,12 +57,6 @@ static int64_t tensor_rows(const tern_convert_tensor *t) {
 
 static uint64_t tensor_bytes(const tern_convert_tensor *t, uint32_t type) {
     return (uint64_t)tern_type_row_bytes(type, t->ne[0]) * (uint64_t)tensor_rows(t);
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* ---- choosing the types ---- */
@@ -276,7 +270,7 @@ done:
 }
 
 tern_status tern_convert_run(tern_convert_job *job, tern_gguf_writer *w, double *seconds, tern_error *err) {
-    const double start = now_seconds();
+    const double start = tern_now_s();
     uint64_t total;
     tern_status st = plan(job, w, &total, err);
     if (st != TERN_OK)
@@ -320,7 +314,7 @@ tern_status tern_convert_run(tern_convert_job *job, tern_gguf_writer *w, double 
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     free(tmp);
-    *seconds = now_seconds() - start;
+    *seconds = tern_now_s() - start;
     return st;
 }
 

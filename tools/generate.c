@@ -1,16 +1,10 @@
 #include "tools/generate.h"
 
 #include "gguf/error.h"
+#include "kernels/timing.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 const char *tern_stop_reason_name(tern_stop_reason r) {
     switch (r) {
@@ -29,7 +23,7 @@ tern_status tern_generate(tern_context *ctx, const tern_model *model, tern_sampl
                           tern_gen_stats *stats, tern_error *err) {
     memset(stats, 0, sizeof *stats);
     stats->n_prompt = (int64_t)n_prompt;
-    double t0 = now_ms();
+    double t0 = tern_now_ms();
     tern_status st;
     for (size_t i = 0; i < n_prompt; i++)
         if ((st = tern_sampler_accept(sampler, prompt[i], err)) != TERN_OK)
@@ -38,7 +32,7 @@ tern_status tern_generate(tern_context *ctx, const tern_model *model, tern_sampl
         stats->stop = st == TERN_ERR_INTERRUPTED ? TERN_STOP_INTERRUPT : TERN_STOP_ERROR;
         return st == TERN_ERR_INTERRUPTED ? TERN_OK : st;
     }
-    double t1 = now_ms();
+    double t1 = tern_now_ms();
     stats->prefill_ms = t1 - t0;
     tern_detokenizer detok;
     tern_detokenizer_init(&detok, model);
@@ -62,7 +56,7 @@ tern_status tern_generate(tern_context *ctx, const tern_model *model, tern_sampl
         if ((st = tern_sampler_sample(sampler, logits, (int)tern_model_n_vocab(model), &tok, err)) != TERN_OK)
             break;
         if (stats->n_generated == 0)
-            stats->first_token_ms = now_ms() - t0;
+            stats->first_token_ms = tern_now_ms() - t0;
         if (tern_token_is_eog(model, tok)) {
             stats->stop = TERN_STOP_EOG;
             break;
@@ -90,6 +84,6 @@ tern_status tern_generate(tern_context *ctx, const tern_model *model, tern_sampl
     if (len && on_piece)
         on_piece(user, text, len, -1);
     free(text);
-    stats->decode_ms = now_ms() - t1;
+    stats->decode_ms = tern_now_ms() - t1;
     return st;
 }

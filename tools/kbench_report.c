@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kernels/opencl/opencl.h"
 #include "quant/fp16.h"
 #include "tools/cli.h"
 #include "tools/kbench.h"
+#include "kernels/timing.h"
 
 void tern_kbench_add(tern_kbench_state *s, const tern_kbench_result *r) {
     if (s->n_results == s->cap_results) {
@@ -100,12 +100,6 @@ void tern_kbench_measure_bandwidth(tern_kbench_state *s) {
     }
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- the OpenCL device ---- */
 
 /* The i-th launch of a timed sequence, enqueued (tern_cl ops only enqueue). */
@@ -120,14 +114,14 @@ static tern_status time_cl(tern_cl *cl, double budget_s, cl_enqueue_fn fn, void 
     enum { MAX_REPS = 50, MAX_BATCH = 256 };
     fn(arg, 0); /* the first launch of a kernel may finish compiling it */
     tern_status st = tern_cl_finish(cl, err);
-    double t0 = now_s();
+    double t0 = tern_now_s();
     if (st == TERN_OK) {
         fn(arg, 1);
         st = tern_cl_finish(cl, err);
     }
     if (st != TERN_OK)
         return st;
-    const double once = now_s() - t0;
+    const double once = tern_now_s() - t0;
     if (once >= budget_s) {
         *out = (tern_kbench_time){once, once, 1};
         return TERN_OK;
@@ -139,12 +133,12 @@ static tern_status time_cl(tern_cl *cl, double budget_s, cl_enqueue_fn fn, void 
     double v[MAX_REPS];
     long i = 2;
     for (int r = 0; r < reps; r++) {
-        t0 = now_s();
+        t0 = tern_now_s();
         for (long b = 0; b < n; b++)
             fn(arg, i++);
         if ((st = tern_cl_finish(cl, err)) != TERN_OK)
             return st;
-        v[r] = (now_s() - t0) / (double)n;
+        v[r] = (tern_now_s() - t0) / (double)n;
     }
     *out = tern_kbench_time_of(v, reps);
     return TERN_OK;

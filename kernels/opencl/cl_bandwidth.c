@@ -6,25 +6,14 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/opencl/cl_internal.h"
+#include "kernels/timing.h"
 
 #define BW_VECS 32       /* uint4 loads per work-item, as bandwidth.cl defines it */
 #define BW_MAX_LOCAL 256 /* work-group size, when the kernel allows it */
 #define BW_MAX_REPS 100
 #define STAGING_BYTES ((size_t)16 << 20)
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* The work-group size: the largest power of two up to BW_MAX_LOCAL the compiled kernel allows. */
 static size_t local_size(tern_cl *cl) {
@@ -105,14 +94,13 @@ tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, int reps, tern_cl_
     }
     double t[BW_MAX_REPS];
     for (int r = 0; r < reps && st == TERN_OK; r++) {
-        const double t0 = now_s();
+        const double t0 = tern_now_s();
         launch(cl, src, n_items, sums, local, bytes);
         st = tern_cl_finish(cl, err);
-        t[r] = now_s() - t0;
+        t[r] = tern_now_s() - t0;
     }
     if (st == TERN_OK) {
-        qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-        const double median = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        const double median = tern_sort_median(t, reps);
         *out = (tern_cl_bandwidth){.bytes = bytes,
                                    .reps = reps,
                                    .median_gbs = median > 0 ? (double)bytes / median / 1e9 : 0,
