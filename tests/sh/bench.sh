@@ -14,28 +14,7 @@ if [ ! -x "$TERN" ] || ! command -v jq >/dev/null; then
     echo "!!!!!!!! SKIPPED: $TERN or jq is missing; bench.sh tested nothing !!!!!!!!"
     exit 0
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-ok() { echo "ok   $1"; }
-fail() {
-    echo "FAIL $1"
-    failures=$((failures + 1))
-}
-# expect DESC STATUS COMMAND...: stdout to $tmp/out, stderr to $tmp/err
-expect() {
-    local desc=$1 want=$2
-    shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    local got=$?
-    if [ "$got" -eq "$want" ]; then ok "$desc"; else fail "$desc: exit $got, wanted $want"; sed 's/^/     /' "$tmp/err" | tail -5; fi
-}
-has() {
-    if grep -Eq -- "$2" "$tmp/out"; then ok "$1"; else fail "$1: no /$2/ in:"; sed 's/^/     /' "$tmp/out" | head -20; fi
-}
-json() {
-    if jq -e "$2" "$tmp/out" >/dev/null 2>&1; then ok "$1"; else fail "$1: not ($2)"; fi
-}
+. tests/support/checks.sh
 export TERN_OPENCL_LIBRARY=/nonexistent/libOpenCL.so.1
 
 # ---- arguments ----
@@ -115,8 +94,4 @@ expect "kbench --quick --full: usage" 2 "$TERN" kbench --quick --full
 expect "kbench --backend opencl without a runtime: exit 1" 1 "$TERN" kbench --backend opencl --isa opencl --kernel rope --quick
 has "the reason" "^skipped: --backend opencl: no OpenCL: .*/nonexistent/libOpenCL.so.1 not found"
 
-if [ "$failures" -ne 0 ]; then
-    echo "bench.sh: $failures check(s) failed"
-    exit 1
-fi
-echo "bench.sh: all checks passed"
+finish bench.sh

@@ -16,14 +16,7 @@ if [ ! -x "$TERN" ] || ! command -v jq >/dev/null; then
     echo "!!!!!!!! SKIPPED: $TERN or jq is missing; doctor.sh tested nothing !!!!!!!!"
     exit 0
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-ok() { echo "ok   $1"; }
-fail() {
-    echo "FAIL $1"
-    failures=$((failures + 1))
-}
+. tests/support/checks.sh
 export TERN_OPENCL_LIBRARY=/nonexistent/libOpenCL.so.1
 
 # doctor TREE WANT_EXIT ARGS...: runs doctor --json on a tree; the JSON lands in $tmp/out.
@@ -45,10 +38,6 @@ check() {
     got=$(jq -r --arg n "$1" '.checks[] | select(.name == $n) | .verdict' "$tmp/out")
     if [ "$got" = "$2" ]; then ok "$3: $1 is $2"; else fail "$3: $1 is '$got', wanted $2"; jq -c --arg n "$1" '.checks[] | select(.name == $n)' "$tmp/out" | cut -c1-600; fi
 }
-# has DESC JQ-EXPR: the expression is true on the last output.
-has() {
-    if jq -e "$2" "$tmp/out" >/dev/null 2>&1; then ok "$1"; else fail "$1: not ($2)"; fi
-}
 
 # ---- the command line ----
 "$TERN" doctor --help >"$tmp/out" 2>&1 && ok "--help" || fail "--help"
@@ -62,9 +51,9 @@ f16=$tmp/tiny-f16.gguf
 if "$TERN" mkmodel --shape tiny --type F16 --vocab "$VOCAB" "$f16" >/dev/null 2>&1; then
     doctor $ROOTS/server-8 2 -m "$f16" --ctx 1024 --no-measure
     check "model format" FAIL "pitfall 1 (F16 model)"
-    has "F16 share is 100 %" '.checks[0].numbers.float_share > 0.99'
-    has "the Q4_K_M size is under 40 % of the file" '.checks[0].numbers.q4_k_m_bytes < 0.4 * .checks[0].numbers.weight_bytes'
-    has "the fix is the quantize command" '.checks[0].fix | test("^tern quantize .*tiny-f16.gguf .*tiny-f16-q4km.gguf Q4_K_M")'
+    json "F16 share is 100 %" '.checks[0].numbers.float_share > 0.99'
+    json "the Q4_K_M size is under 40 % of the file" '.checks[0].numbers.q4_k_m_bytes < 0.4 * .checks[0].numbers.weight_bytes'
+    json "the fix is the quantize command" '.checks[0].fix | test("^tern quantize .*tiny-f16.gguf .*tiny-f16-q4km.gguf Q4_K_M")'
     TERN_SYSROOT=$ROOTS/server-8 "$TERN" doctor -m "$f16" --ctx 1024 --no-measure >"$tmp/text" 2>&1
     grep -q "pitfall 1: F16/F32 weights instead of Q4_K_M" "$tmp/text" && ok "text names pitfall 1" || fail "text does not name pitfall 1"
 else
@@ -76,25 +65,25 @@ check "model format" OK "Q4_K_M model"
 printf 'GGUF garbage' >"$tmp/bad.gguf"
 doctor $ROOTS/server-8 2 -m "$tmp/bad.gguf" --no-measure
 check "model format" FAIL "unloadable model"
-has "names tern info" '.checks[0].fix | test("tern info")'
+json "names tern info" '.checks[0].fix | test("tern info")'
 
 # ---- pitfall 2: a GPU left idle ----
 doctor $ROOTS/phone-1-3-4 1 -m "$Q4" --ctx 1024 --no-measure
 check "backend" WARN "pitfall 2 (phone with Adreno, no usable OpenCL)"
-has "the GPU signs are listed" '.checks[1].evidence | test("dev/kgsl-3d0") and test("vendor/lib64/libOpenCL.so")'
-has "says the GPU is idle" '.checks[1].evidence | test("GPU idle")'
-has "the fix is the OpenCL driver" '.checks[1].fix | test("OpenCL driver")'
+json "the GPU signs are listed" '.checks[1].evidence | test("dev/kgsl-3d0") and test("vendor/lib64/libOpenCL.so")'
+json "says the GPU is idle" '.checks[1].evidence | test("GPU idle")'
+json "the fix is the OpenCL driver" '.checks[1].fix | test("OpenCL driver")'
 doctor $ROOTS/phone-1-3-4 1 -m "$Q4" --ctx 1024 --backend cpu --no-measure
-has "--backend cpu with a GPU: fix is --backend auto" '.checks[1].fix | test("--backend auto")'
+json "--backend cpu with a GPU: fix is --backend auto" '.checks[1].fix | test("--backend auto")'
 doctor $ROOTS/server-8 0 -m "$Q4" --ctx 1024 --no-measure
 check "backend" OK "machine with no GPU"
-has "no GPU signs" '.checks[1].numbers.gpu_devices == 0 and .checks[1].numbers.gpu_drivers == 0'
+json "no GPU signs" '.checks[1].numbers.gpu_devices == 0 and .checks[1].numbers.gpu_drivers == 0'
 
 # ---- pitfall 3: too few threads ----
 doctor $ROOTS/board-4-4 1 -m "$Q4" --ctx 1024 -t 1 --no-measure
 check "threads" WARN "pitfall 3 (-t 1 on a 4+4 board)"
-has "auto would use 4" '.checks[2].numbers.auto_threads == 4 and .checks[2].numbers.requested_threads == 1'
-has "the fix is -t auto" '.checks[2].fix | test("-t auto")'
+json "auto would use 4" '.checks[2].numbers.auto_threads == 4 and .checks[2].numbers.requested_threads == 1'
+json "the fix is -t auto" '.checks[2].fix | test("-t auto")'
 doctor $ROOTS/board-4-4 1 -m "$Q4" --ctx 1024 -t 64 --no-measure
 check "threads" WARN "more threads than cores"
 doctor $ROOTS/board-4-4 1 -m "$Q4" --ctx 1024 --no-measure
@@ -103,8 +92,8 @@ check "threads" OK "auto threads"
 # ---- pitfall 4: memory and swap ----
 doctor $ROOTS/phone-throttled 2 -m "$Q4" --ctx 1024 --no-measure
 check "memory" WARN "pitfall 4 (swap and zram in use)"
-has "4.2 GiB of swap in use" '.checks[3].numbers.swap_used == 4555010048'
-has "zram named" '.checks[3].evidence | test("zram0")'
+json "4.2 GiB of swap in use" '.checks[3].numbers.swap_used == 4555010048'
+json "zram named" '.checks[3].evidence | test("zram0")'
 doctor $ROOTS/phone-1-3-4 1 -m "$Q4" --ctx 1024 --no-measure
 check "memory" OK "healthy phone"
 # a machine with 24 MiB available (weights and scratch take 20): the plan does not fit and the fix gives the context that does
@@ -112,45 +101,41 @@ mkdir -p "$tmp/starved/proc" && cp -r $ROOTS/server-8/sys "$tmp/starved/"
 printf 'MemTotal: 1000000 kB\nMemFree: 10000 kB\nMemAvailable: 24576 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n' >"$tmp/starved/proc/meminfo"
 doctor "$tmp/starved" 2 -m "$Q4" --no-measure
 check "memory" FAIL "the plan does not fit"
-has "largest context that fits is named" '.checks[3].numbers.max_ctx_fit > 0 and .checks[3].numbers.max_ctx_fit < 4096'
-has "fix gives --ctx" '.checks[3].fix | test("--ctx [0-9]+")'
+json "largest context that fits is named" '.checks[3].numbers.max_ctx_fit > 0 and .checks[3].numbers.max_ctx_fit < 4096'
+json "fix gives --ctx" '.checks[3].fix | test("--ctx [0-9]+")'
 
 # ---- pitfall 5: power saving, heat, throttled clocks ----
 doctor $ROOTS/phone-throttled 2 -m "$Q4" --ctx 1024 --no-measure
 check "power and heat" FAIL "pitfall 5 (powersave, hot, throttled)"
-has "powersave, battery saver, 86.1 C, 29 %" '.checks[4].evidence | test("powersave") and test("battery saver on") and test("86.1") and test("29%")'
-has "clock cap found" '.checks[4].numbers.clock_cap_percent == 41'
-has "fix sets the governor" '.checks[4].fix | test("scaling_governor")'
+json "powersave, battery saver, 86.1 C, 29 %" '.checks[4].evidence | test("powersave") and test("battery saver on") and test("86.1") and test("29%")'
+json "clock cap found" '.checks[4].numbers.clock_cap_percent == 41'
+json "fix sets the governor" '.checks[4].fix | test("scaling_governor")'
 doctor $ROOTS/board-4-4 1 -m "$Q4" --ctx 1024 --no-measure
 check "power and heat" OK "healthy board"
 cp -r $ROOTS/server-8 "$tmp/laptop"
 echo low-power >"$tmp/laptop/sys/firmware/acpi/platform_profile"
 doctor "$tmp/laptop" 1 -m "$Q4" --ctx 1024 --no-measure
 check "power and heat" WARN "ACPI low-power profile"
-has "fix sets the platform profile" '.checks[4].fix | test("platform_profile")'
+json "fix sets the platform profile" '.checks[4].fix | test("platform_profile")'
 
 # ---- pitfall 6: a long context with an FP16 KV cache ----
 doctor $ROOTS/server-8 1 -m "$Q4" --no-measure
 check "context and KV cache" WARN "pitfall 6 (ctx 4096: KV as large as the weights)"
-has "KV share >= 50 %" '.checks[5].numbers.kv_share_of_weights >= 0.5 and .checks[5].numbers.kv_bytes == 8388608'
-has "fix names a smaller --ctx" '.checks[5].fix | test("--ctx 1024")'
+json "KV share >= 50 %" '.checks[5].numbers.kv_share_of_weights >= 0.5 and .checks[5].numbers.kv_bytes == 8388608'
+json "fix names a smaller --ctx" '.checks[5].fix | test("--ctx 1024")'
 doctor $ROOTS/server-8 2 -m "$Q4" --ctx 8192 --no-measure
 check "context and KV cache" FAIL "above the trained length"
 
 # ---- exit statuses, no model, the measurement ----
 doctor $ROOTS/server-8 0 -m "$Q4" --ctx 1024 --no-measure
-has "healthy machine with no GPU: verdict OK" '.verdict == "OK" and .exit_status == 0 and (.causes | length) == 0'
+json "healthy machine with no GPU: verdict OK" '.verdict == "OK" and .exit_status == 0 and (.causes | length) == 0'
 doctor $ROOTS/phone-throttled 2
-has "no model: checks 1 and 6 skipped" '.checks[0].verdict == "SKIP" and .checks[5].verdict == "SKIP" and .measurement == null'
-has "causes ranked, power first of the gap-explaining" '.causes | index("power and heat") < index("memory")'
+json "no model: checks 1 and 6 skipped" '.checks[0].verdict == "SKIP" and .checks[5].verdict == "SKIP" and .measurement == null'
+json "causes ranked, power first of the gap-explaining" '.causes | index("power and heat") < index("memory")'
 TERN_SYSROOT=$ROOTS/server-8 "$TERN" doctor --json -m "$Q4" --ctx 1024 -t 1 --seconds 0.3 >"$tmp/out" 2>/dev/null
-has "measurement ran against the roofline" '.measurement.ran and .measurement.decode_tps > 0 and .measurement.roofline_tps > 0 and .measurement.bytes_per_token > 0'
+json "measurement ran against the roofline" '.measurement.ran and .measurement.decode_tps > 0 and .measurement.roofline_tps > 0 and .measurement.bytes_per_token > 0'
 "$TERN" doctor --no-measure >"$tmp/text" 2>&1
 rc=$?
 if [ $rc -le 2 ] && [ "$(grep -c '^\[' "$tmp/text")" -eq 6 ]; then ok "real machine: 6 checks, exit $rc"; else fail "real machine: exit $rc"; cat "$tmp/text"; fi
 
-if [ "$failures" -ne 0 ]; then
-    echo "doctor.sh: $failures check(s) failed"
-    exit 1
-fi
-echo "doctor.sh: all checks passed"
+finish doctor.sh

@@ -23,34 +23,11 @@ if "$TERN" info --devices 2>&1 | grep -q "no OpenCL platform"; then
     exit 0
 fi
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/support/checks.sh
 # The program cache stays the user's (not a fresh one, as opencl.sh uses): building the kernels on
 # PoCL takes about 15 s, a cached program a fraction of a second.
 # Under AddressSanitizer (make asan): PoCL's LLVM keeps allocations until exit on purpose.
-printf 'leak:libLLVM\nleak:libpocl\nleak:libclang\nleak:libstdc++\n' >"$tmp/lsan.supp"
-export LSAN_OPTIONS="suppressions=$tmp/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-failures=0
-ok() { echo "ok   $1"; }
-fail() {
-    echo "FAIL $1"
-    failures=$((failures + 1))
-}
-# expect DESC STATUS COMMAND...: stdout to $tmp/out, stderr to $tmp/err
-expect() {
-    local desc=$1 want=$2
-    shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    local got=$?
-    if [ "$got" -eq "$want" ]; then ok "$desc"; else fail "$desc: exit $got, wanted $want"; sed 's/^/     /' "$tmp/err" "$tmp/out" | tail -8; fi
-}
-has() {
-    if grep -Eq -- "$2" "$3"; then ok "$1"; else fail "$1: no /$2/ in:"; sed 's/^/     /' "$3" | head -30; fi
-}
-# json DESC FILTER [jq options...]
-json() {
-    if jq -e "${@:3}" "$2" "$tmp/out" >/dev/null 2>&1; then ok "$1"; else fail "$1: not ($2)"; head -c 3000 "$tmp/out" | sed 's/^/     /'; echo; fi
-}
+suppress_pocl_leaks
 
 # ---- kbench: Q4_K on the device alone, lower-case name ----
 expect "kbench opencl q4_k (json)" 0 "$TERN" kbench --backend opencl --isa opencl --kernel q4_k --quick -o json
@@ -87,8 +64,4 @@ expect "bench --backend opencl (json)" 0 "$TERN" bench -m "$Q4" --backend opencl
 json "run: roofline against the device" '.configs[0].runs[0] | .roofline_pct > 0 and .bandwidth_gbs > 0 and (.bandwidth_source | startswith("OpenCL read kernel on "))'
 json "the device bandwidth entry" '.device_bandwidth | length == 1 and .[0].median_gbs > 0 and .[0].error == ""'
 
-if [ "$failures" -ne 0 ]; then
-    echo "kbench_opencl.sh: $failures check(s) failed"
-    exit 1
-fi
-echo "kbench_opencl.sh: all checks passed"
+finish kbench_opencl.sh

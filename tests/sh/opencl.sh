@@ -23,21 +23,13 @@ if "$TERN" info --devices 2>&1 | grep -q "no OpenCL platform"; then
     exit 0
 fi
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/support/checks.sh
 export XDG_CACHE_HOME=$tmp/cache
 # Under AddressSanitizer (make asan): PoCL compiles kernels with LLVM, which keeps allocations
 # until exit on purpose; those are not ours. (No C++ is ours either.)
-printf 'leak:libLLVM\nleak:libpocl\nleak:libclang\nleak:libstdc++\n' >"$tmp/lsan.supp"
-export LSAN_OPTIONS="suppressions=$tmp/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-failures=0
-ok() { echo "ok   $1"; }
-fail() {
-    echo "FAIL $1"
-    failures=$((failures + 1))
-}
-# expect DESCRIPTION STATUS PATTERN COMMAND...: exit status STATUS and PATTERN in stdout+stderr.
-expect() {
+suppress_pocl_leaks
+# expect_says DESCRIPTION STATUS PATTERN COMMAND...: exit status STATUS and PATTERN in stdout+stderr.
+expect_says() {
     local desc=$1 want=$2 pattern=$3
     shift 3
     "$@" >"$tmp/out" 2>&1
@@ -61,26 +53,22 @@ else
     tail -20 "$tmp/golden"
 fi
 
-expect "info --devices lists the devices and the pick" 0 "auto picks:" "$TERN" info --devices
-expect "forced OpenCL runs" 0 "backend  opencl (" "$TERN" "${run[@]}" --backend opencl
+expect_says "info --devices lists the devices and the pick" 0 "auto picks:" "$TERN" info --devices
+expect_says "forced OpenCL runs" 0 "backend  opencl (" "$TERN" "${run[@]}" --backend opencl
 
 mkdir -p "$tmp/no-icd"
-expect "no ICD, auto: the CPU with the reason" 0 "auto: no OpenCL platform" \
+expect_says "no ICD, auto: the CPU with the reason" 0 "auto: no OpenCL platform" \
     env OCL_ICD_VENDORS="$tmp/no-icd" "$TERN" "${run[@]}"
-expect "no ICD, forced: one line and exit 1" 1 "--backend opencl: no OpenCL platform" \
+expect_says "no ICD, forced: one line and exit 1" 1 "--backend opencl: no OpenCL platform" \
     env OCL_ICD_VENDORS="$tmp/no-icd" "$TERN" "${run[@]}" --backend opencl
-expect "no runtime library, auto: the CPU with the reason" 0 "auto: no OpenCL platform (/nonexistent/libOpenCL.so.1 not found)" \
+expect_says "no runtime library, auto: the CPU with the reason" 0 "auto: no OpenCL platform (/nonexistent/libOpenCL.so.1 not found)" \
     env TERN_OPENCL_LIBRARY=/nonexistent/libOpenCL.so.1 "$TERN" "${run[@]}"
-expect "no ICD: info --devices says so" 0 "auto picks: cpu" env OCL_ICD_VENDORS="$tmp/no-icd" "$TERN" info --devices
+expect_says "no ICD: info --devices says so" 0 "auto picks: cpu" env OCL_ICD_VENDORS="$tmp/no-icd" "$TERN" info --devices
 
 # TERN_OPENCL_ANY_DEVICE=1 lets auto consider CPU-type devices such as PoCL.
-expect "kernels that do not build, auto: the CPU with the reason" 0 "auto: the OpenCL kernels do not build" \
+expect_says "kernels that do not build, auto: the CPU with the reason" 0 "auto: the OpenCL kernels do not build" \
     env TERN_OPENCL_ANY_DEVICE=1 TERN_OPENCL_OPTIONS=-DTERN_BROKEN_BUILD "$TERN" "${run[@]}"
-expect "kernels that do not build, forced: exit 1" 1 "do not build" \
+expect_says "kernels that do not build, forced: exit 1" 1 "do not build" \
     env TERN_OPENCL_OPTIONS=-DTERN_BROKEN_BUILD "$TERN" "${run[@]}" --backend opencl
 
-if [ "$failures" -ne 0 ]; then
-    echo "$failures OpenCL check(s) failed"
-    exit 1
-fi
-echo "all OpenCL checks passed"
+finish opencl.sh

@@ -14,33 +14,14 @@ if [ ! -x "$TERN" ]; then
     exit 0
 fi
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
+. tests/support/checks.sh
 
-ok() { echo "ok   $1"; }
-fail() {
-    echo "FAIL $1"
-    failures=$((failures + 1))
-}
-# expect DESCRIPTION STATUS COMMAND...: the command exits with STATUS (its output goes to $tmp/out).
-expect() {
-    local desc=$1 want=$2
-    shift 2
-    "$@" >"$tmp/out" 2>&1
-    local got=$?
-    if [ "$got" -eq "$want" ]; then ok "$desc"; else fail "$desc: exit $got, wanted $want"; sed 's/^/     /' "$tmp/out"; fi
-}
-# has DESCRIPTION PATTERN: the last command's output matches the extended regex.
-has() {
-    if grep -Eq -- "$2" "$tmp/out"; then ok "$1"; else fail "$1: no /$2/ in:"; sed 's/^/     /' "$tmp/out"; fi
-}
 # types FILE PATTERN...: `tern info FILE` loads it and lists each "TYPE xCOUNT".
 types() {
     local f=$1
     shift
     expect "tern info $(basename "$f")" 0 "$TERN" info "$f"
-    for p in "$@"; do has "$(basename "$f") has $p" "$p([^0-9]|$)"; done
+    for p in "$@"; do has "$(basename "$f") has $p" "$p([^0-9]|$)" "$tmp/all"; done
 }
 # no_output FILE: neither FILE nor a temporary beside it exists.
 no_output() {
@@ -48,10 +29,10 @@ no_output() {
 }
 
 expect "quantize --help" 0 "$TERN" quantize --help
-has "quantize --help lists the types" "Q5_K_S, Q6_K, Q8_0, Q4_0"
+has "quantize --help lists the types" "Q5_K_S, Q6_K, Q8_0, Q4_0" "$tmp/all"
 expect "mkmodel --help" 0 "$TERN" mkmodel --help
 expect "mkmodel --list" 0 "$TERN" mkmodel --list
-has "mkmodel --list has llama-7b" "^llama-7b +llama +4096 +32"
+has "mkmodel --list has llama-7b" "^llama-7b +llama +4096 +32" "$tmp/all"
 expect "mkmodel unknown shape" 2 "$TERN" mkmodel --shape nope "$tmp/x.gguf"
 expect "quantize unknown type" 2 "$TERN" quantize "$tmp/a" "$tmp/b" Q3_X
 
@@ -59,7 +40,7 @@ expect "quantize unknown type" 2 "$TERN" quantize "$tmp/a" "$tmp/b" Q3_X
 f32=$tmp/tiny-f32.gguf
 expect "mkmodel tiny F32" 0 "$TERN" mkmodel --shape tiny --type F32 --vocab "$VOCAB" "$f32"
 types "$f32" "F32 x39"
-has "info: 32000 tokens from the vocab file" "32000"
+has "info: 32000 tokens from the vocab file" "32000" "$tmp/all"
 expect "mkmodel again on 1 thread" 0 "$TERN" mkmodel --shape tiny --type F32 --vocab "$VOCAB" -t 1 "$tmp/again.gguf"
 if cmp -s "$f32" "$tmp/again.gguf"; then ok "same seed, other thread count: same bytes"; else fail "mkmodel is not deterministic"; fi
 expect "mkmodel --seed 1" 0 "$TERN" mkmodel --shape tiny --type F32 --vocab "$VOCAB" --seed 1 "$tmp/seed1.gguf"
@@ -68,8 +49,8 @@ if cmp -s "$f32" "$tmp/seed1.gguf"; then fail "another seed gave the same weight
 # -- quantizing: the mixture, per tensor --
 q4=$tmp/tiny-q4km.gguf
 expect "quantize to Q4_K_M (default)" 0 "$TERN" quantize "$f32" "$q4"
-has "summary names the type and the counts" "Q4_K_M, 39 tensors .*Q6_K x5"
-has "summary gives bits/weight" "bits/weight"
+has "summary names the type and the counts" "Q4_K_M, 39 tensors .*Q6_K x5" "$tmp/all"
+has "summary gives bits/weight" "bits/weight" "$tmp/all"
 types "$q4" "Q4_K x25" "Q6_K x5" "F32 x9"
 expect "quantize to Q8_0" 0 "$TERN" quantize "$f32" "$tmp/q8.gguf" Q8_0
 types "$tmp/q8.gguf" "Q8_0 x30" "F32 x9"
@@ -80,7 +61,7 @@ types "$tmp/f16.gguf" "F16 x30" "F32 x9"
 expect "Q4_K_M to Q4_K_M copies" 0 "$TERN" quantize "$q4" "$tmp/copy.gguf" Q4_K_M
 if cmp -s "$q4" "$tmp/copy.gguf"; then ok "copy is byte-identical"; else fail "Q4_K_M -> Q4_K_M changed the file"; fi
 expect "Q4_K_M to F16 refused" 1 "$TERN" quantize "$q4" "$tmp/bad.gguf" F16
-has "refusal names the tensor and the source type" "convert tensor '.*' from Q[46]_K to F16"
+has "refusal names the tensor and the source type" "convert tensor '.*' from Q[46]_K to F16" "$tmp/all"
 no_output "$tmp/bad.gguf"
 
 # -- the input is never overwritten --
@@ -96,13 +77,13 @@ expect "mkmodel OUT = --vocab refused" 2 "$TERN" mkmodel --shape tiny --vocab "$
 # -- damaged inputs: exit 1, one line naming the problem, nothing written --
 head -c $(($(stat -c %s "$f32") / 2)) "$f32" >"$tmp/truncated.gguf"
 expect "truncated input refused" 1 "$TERN" quantize "$tmp/truncated.gguf" "$tmp/t-out.gguf"
-has "names the tensor outside the file" "not within the file"
+has "names the tensor outside the file" "not within the file" "$tmp/all"
 no_output "$tmp/t-out.gguf"
 cp "$f32" "$tmp/nan.gguf"
 # the last tensor (blk.3.ffn_down.weight, F32, 768 x 256) ends the file without padding
 printf '\000\000\300\177' | dd of="$tmp/nan.gguf" bs=1 seek=$(($(stat -c %s "$f32") - 4)) conv=notrunc status=none
 expect "NaN in a row refused" 1 "$TERN" quantize "$tmp/nan.gguf" "$tmp/n-out.gguf"
-has "names the tensor and row" "blk.3.ffn_down.weight' row 255 holds NaN"
+has "names the tensor and row" "blk.3.ffn_down.weight' row 255 holds NaN" "$tmp/all"
 no_output "$tmp/n-out.gguf"
 expect "missing input" 1 "$TERN" quantize "$tmp/none.gguf" "$tmp/m-out.gguf"
 no_output "$tmp/m-out.gguf"
@@ -114,10 +95,6 @@ expect "mkmodel qwen2-1.5b, 2 layers" 0 "$TERN" mkmodel --shape qwen2-1.5b --lay
     "$tmp/qwen2.gguf"
 # qwen2: tied embeddings (no output.weight), q/k/v biases F32: 2 layers x (3 biases + 2 norms) + output_norm
 types "$tmp/qwen2.gguf" "Q8_0 x15" "F32 x11"
-has "info: qwen2" "qwen2"
+has "info: qwen2" "qwen2" "$tmp/all"
 
-if [ "$failures" -ne 0 ]; then
-    echo "quantize.sh: $failures check(s) failed"
-    exit 1
-fi
-echo "quantize.sh: all checks passed"
+finish quantize.sh

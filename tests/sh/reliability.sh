@@ -18,14 +18,7 @@ if [ ! -x "$TERN" ] || [ ! -f "$BUILD/libtern.a" ]; then
     exit 0
 fi
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-ok() { echo "ok   $1"; }
-fail() {
-    echo "FAIL $1"
-    failures=$((failures + 1))
-}
+. tests/support/checks.sh
 show() { sed 's/^/     /' "$@" | head -20; }
 
 # run TIMEOUT CMD...: runs CMD with a time limit; stdout in $tmp/out, stderr in $tmp/err, status in $rc.
@@ -249,8 +242,4 @@ sane "model replaced while mapped" && [ "$rc" -eq 0 ] && grep -q "bye" "$tmp/cha
     ok "the model file replaced (renamed over) during a chat: the chat goes on" ||
     { fail "model replaced while mapped: exit $rc"; show "$tmp/chat"; }
 
-if [ "$failures" -ne 0 ]; then
-    echo "reliability.sh: $failures failure(s)"
-    exit 1
-fi
-echo "reliability.sh: all passed"
+finish reliability.sh
