@@ -147,6 +147,16 @@ void tern_model_free(tern_model *m) {
     free(m);
 }
 
+void tern_model_get_mapping(const tern_model *m, tern_mapping_info *info) {
+    memset(info, 0, sizeof *info);
+    if (!m || !m->gguf || tern_gguf_tensor_count(m->gguf) == 0)
+        return;
+    /* the file's first byte, from any tensor: data = base + data offset + tensor offset */
+    const tern_gguf_tensor *t = tern_gguf_tensor_at(m->gguf, 0);
+    const uintptr_t base = (uintptr_t)t->data - (uintptr_t)tern_gguf_data_offset(m->gguf) - (uintptr_t)t->offset;
+    tern_sysinfo_mapping(NULL, 0, (uint64_t)base, tern_gguf_file_size(m->gguf), info, NULL);
+}
+
 void tern_model_get_info(const tern_model *m, tern_model_info *info) {
     if (!info)
         return;

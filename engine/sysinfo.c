@@ -408,6 +408,58 @@ tern_status tern_sysinfo_platform_profile(const char *sysroot, char *buf, size_t
     return TERN_OK;
 }
 
+/* A "Name:   123 kB" line of smaps: the bytes, or -1 when line is not that field. */
+static int64_t smaps_field(const char *line, const char *name) {
+    const size_t n = strlen(name);
+    if (strncmp(line, name, n) != 0 || line[n] != ':')
+        return -1;
+    char *end;
+    errno = 0;
+    const long long kb = strtoll(line + n + 1, &end, 10);
+    if (errno != 0 || end == line + n + 1 || kb < 0 || kb > INT64_MAX / 1024)
+        return -1;
+    return (int64_t)kb * 1024;
+}
+
+tern_status tern_sysinfo_mapping(const char *sysroot, int pid, uint64_t start, uint64_t len, tern_mapping_info *out,
+                                 tern_error *err) {
+    const char *root = resolve_root(sysroot);
+    char path[PATH_CAP];
+    memset(out, 0, sizeof *out);
+    if (pid < 0)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: pid %d", pid);
+    const bool fits = pid == 0 ? make_path(path, sizeof path, root, "proc/self/smaps")
+                               : make_path(path, sizeof path, root, "proc/%d/smaps", pid);
+    if (!fits)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: sysroot path too long");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return tern_error_set(err, TERN_ERR_NOT_FOUND, "sysinfo: no process %d (%s)", pid, path);
+    /* A mapping starts with "start-end perms offset dev inode [path]" (hex addresses); its fields
+     * follow, one per line, until the next such header. */
+    char line[512];
+    bool inside = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi;
+        char dash;
+        if (sscanf(line, "%llx%c%llx ", &lo, &dash, &hi) == 3 && dash == '-' && isxdigit((unsigned char)line[0])) {
+            inside = hi > start && lo < start + len;
+            if (inside)
+                out->mapped += hi - lo;
+            continue;
+        }
+        if (!inside)
+            continue;
+        int64_t v;
+        if ((v = smaps_field(line, "Rss")) >= 0)
+            out->resident += (uint64_t)v;
+        else if ((v = smaps_field(line, "FilePmdMapped")) >= 0 || (v = smaps_field(line, "AnonHugePages")) >= 0)
+            out->huge += (uint64_t)v;
+    }
+    fclose(f);
+    return TERN_OK;
+}
+
 tern_status tern_sysinfo_major_faults(const char *sysroot, int pid, int64_t *out, tern_error *err) {
     const char *root = resolve_root(sysroot);
     char path[PATH_CAP], text[TEXT_CAP];

@@ -121,6 +121,12 @@ tern_status tern_sysinfo_platform_profile(const char *sysroot, char *buf, size_t
  * Missing process -> TERN_ERR_NOT_FOUND; a stat line that does not parse -> TERN_ERR_FORMAT. */
 tern_status tern_sysinfo_major_faults(const char *sysroot, int pid, int64_t *out, tern_error *err);
 
+/* The memory of pid (0: this process) that lies in [start, start + len), from proc/<pid>/smaps:
+ * every mapping that overlaps the range counts whole (Size, Rss, and FilePmdMapped +
+ * AnonHugePages as the huge part). Missing process -> TERN_ERR_NOT_FOUND; out is zeroed first. */
+tern_status tern_sysinfo_mapping(const char *sysroot, int pid, uint64_t start, uint64_t len, tern_mapping_info *out,
+                                 tern_error *err);
+
 /* Current clocks (scaling_cur_freq, kHz) of n CPUs by id into khz[]; -1 where unreadable. A
  * cheaper read than tern_sysinfo_cpus (one file per CPU) for sampling clocks while a model runs. */
 tern_status tern_sysinfo_cpu_freqs(const char *sysroot, const int *ids, int n, int64_t *khz, tern_error *err);

@@ -72,6 +72,16 @@ typedef struct tern_model_info {
 void tern_model_get_info(const tern_model *model, tern_model_info *info);
 int64_t tern_model_n_vocab(const tern_model *model);
 
+/* How the model file is mapped in this process now (Linux: /proc/self/smaps; all zero where
+ * that cannot be read): bytes mapped, bytes resident, and bytes resident through 2 MiB
+ * page-table entries. Decode reads every weight once per token, and 4 KiB entries can cost a
+ * good share of the read bandwidth (docs/benchmarks.md). Pages are mapped as they are first read,
+ * so ask after tokens have run. With TERN_CPU_COPY_WEIGHTS=1 the copies are not counted here. */
+typedef struct tern_mapping_info {
+    uint64_t mapped, resident, huge;
+} tern_mapping_info;
+void tern_model_get_mapping(const tern_model *model, tern_mapping_info *info);
+
 /* What a run at n_ctx needs, against what the machine has (the memory plan). */
 typedef struct tern_memory_plan {
     int64_t n_ctx, n_batch;

@@ -147,6 +147,24 @@ static void test_phone_throttled(void **state) {
     assert_int_equal(faults, 18234);
     assert_int_equal(tern_sysinfo_major_faults(root, 999999, &faults, &err), TERN_ERR_NOT_FOUND);
     assert_int_equal(tern_sysinfo_major_faults(root, -2, &faults, &err), TERN_ERR_INVALID_ARG);
+
+    /* The model's two mappings (one partly in 2 MiB pages) and nothing of the binary or the heap. */
+    tern_mapping_info map;
+    const uint64_t model = 0x7a40000000ull, model_len = 0x7ae0000000ull - model;
+    assert_int_equal(tern_sysinfo_mapping(root, 4242, model, model_len, &map, &err), TERN_OK);
+    assert_int_equal(map.mapped, model_len);
+    assert_int_equal(map.resident, (786432ull + 1572864ull) * 1024);
+    assert_int_equal(map.huge, (524288ull + 1572864ull) * 1024);
+    /* a range inside the first mapping counts that mapping whole */
+    assert_int_equal(tern_sysinfo_mapping(root, 4242, model + 4096, 4096, &map, &err), TERN_OK);
+    assert_int_equal(map.mapped, 0x40000000ull);
+    assert_int_equal(map.huge, 524288ull * 1024);
+    assert_int_equal(tern_sysinfo_mapping(root, 4242, 0x7b00000000ull, 1, &map, &err), TERN_OK);
+    assert_int_equal(map.huge, 262144ull * 1024); /* anonymous huge pages count too */
+    assert_int_equal(tern_sysinfo_mapping(root, 4242, 0x1000, 4096, &map, &err), TERN_OK);
+    assert_int_equal(map.mapped + map.resident + map.huge, 0);
+    assert_int_equal(tern_sysinfo_mapping(root, 999999, model, 1, &map, &err), TERN_ERR_NOT_FOUND);
+    assert_int_equal(tern_sysinfo_mapping(root, -1, model, 1, &map, &err), TERN_ERR_INVALID_ARG);
 }
 
 static void test_healthy_phone_memory(void **state) {

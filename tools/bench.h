@@ -43,6 +43,9 @@ typedef struct tern_bench_run {
     /* page cache before the load: share of the file's pages resident (-1 unknown) */
     double cached_before;
     bool dropped; /* --cold asked the kernel to drop the file's pages first */
+    /* CPU runs, after decode: the share of the model file's resident pages mapped by 2 MiB
+     * entries (tern_model_get_mapping; -1 unknown or not a CPU run) */
+    double huge_share;
     /* timings */
     double load_ms, ttft_ms, prefill_ms, decode_ms;
     int64_t n_prompt, n_generated;

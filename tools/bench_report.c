@@ -88,16 +88,16 @@ void tern_bench_report_md(const tern_bench_result *res, FILE *f) {
     fprintf(f, "model `%s`: %s, %s, %.2f bits/weight (%s)%s\n\n", m->path, m->architecture,
             tern_cli_bytes(m->weight_bytes, b[0], sizeof b[0]), m->bits_per_weight, m->quant_mix,
             m->weights_are_float ? " — **mostly F16/F32 weights: see tern doctor**" : "");
-    fprintf(f, "| config | run | page cache | load ms | first token ms | prefill t/s | decode t/s | %% roofline "
-               "| peak RSS MiB | clock MHz | max °C | swap Δ | major faults |\n");
-    fprintf(f, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    fprintf(f, "| config | run | page cache | 2 MiB pages | load ms | first token ms | prefill t/s | decode t/s "
+               "| %% roofline | peak RSS MiB | clock MHz | max °C | swap Δ | major faults |\n");
+    fprintf(f, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int c = 0; c < res->n_configs; c++) {
         char label[128];
         tern_bench_config_label(&res->configs[c], label, sizeof label);
         for (int r = 0; r < res->reps; r++) {
             const tern_bench_run *run = run_at(res, c, r);
             if (run->failed) {
-                fprintf(f, "| %s | %d | failed: %s |||||||||||\n", label, r + 1, run->error);
+                fprintf(f, "| %s | %d | failed: %s ||||||||||||\n", label, r + 1, run->error);
                 continue;
             }
             char clock[64];
@@ -106,8 +106,9 @@ void tern_bench_report_md(const tern_bench_result *res, FILE *f) {
             else
                 snprintf(clock, sizeof clock, "%.0f-%.0f of %.0f", run->clock_min_mhz, run->clock_max_mhz,
                          run->clock_possible_mhz);
-            fprintf(f, "| %s | %d | %s | %.0f | %.0f | %.1f | %.2f%s | %s | %s | %s | %s | %s | %s |\n", label, r + 1,
-                    cache_label(run, b[0], sizeof b[0]), run->load_ms, run->ttft_ms, run->prefill_tps, run->decode_tps,
+            fprintf(f, "| %s | %d | %s | %s | %.0f | %.0f | %.1f | %.2f%s | %s | %s | %s | %s | %s | %s |\n", label,
+                    r + 1, cache_label(run, b[0], sizeof b[0]),
+                    num(run->huge_share < 0 ? NAN : 100 * run->huge_share, 0, b[6], sizeof b[6]), run->load_ms, run->ttft_ms, run->prefill_tps, run->decode_tps,
                     run->n_generated < res->configs[c].n_gen ? " (stopped early)" : "",
                     num(run->roofline_pct, 0, b[1], sizeof b[1]), num(m_rss(run), 1, b[2], sizeof b[2]), clock,
                     num(run->temp_max_c, 1, b[3], sizeof b[3]), signed_bytes(run->swap_delta, b[4], sizeof b[4]),
@@ -171,7 +172,7 @@ void tern_bench_report_csv(const tern_bench_result *res, FILE *f) {
     fprintf(f, "model,backend_requested,backend,threads,ctx,n_prompt,n_gen,run,ok,page_cache_share,dropped,load_ms,"
                "first_token_ms,prefill_ms,decode_ms,n_generated,prefill_tps,decode_tps,bytes_per_token,"
                "bandwidth_gbs,roofline_tps,roofline_pct,peak_rss,major_faults,clock_min_mhz,clock_max_mhz,"
-               "temp_max_c,swap_delta,mem_available_min\n");
+               "temp_max_c,swap_delta,mem_available_min,huge_page_share\n");
     for (int c = 0; c < res->n_configs; c++)
         for (int r = 0; r < res->reps; r++) {
             const tern_bench_config *cfg = &res->configs[c];
@@ -189,7 +190,10 @@ void tern_bench_report_csv(const tern_bench_result *res, FILE *f) {
             const double tail[3] = {run->clock_min_mhz, run->clock_max_mhz, run->temp_max_c};
             for (int i = 0; i < 3; i++)
                 isnan(tail[i]) ? (void)fputc(',', f) : (void)fprintf(f, ",%.1f", tail[i]);
-            fprintf(f, ",%lld,%lld\n", (long long)run->swap_delta, (long long)run->mem_available_min);
+            fprintf(f, ",%lld,%lld,", (long long)run->swap_delta, (long long)run->mem_available_min);
+            if (run->huge_share >= 0)
+                fprintf(f, "%.3f", run->huge_share);
+            fputc('\n', f);
         }
 }
 
@@ -242,6 +246,8 @@ static void json_run(const tern_bench_result *res, const tern_bench_run *run, in
     fprintf(f, ",\"threads\":%d,\"ctx\":%lld,\"stop\":\"%s\",", run->n_threads, (long long)run->n_ctx,
             tern_stop_reason_name(run->stop));
     json_num(f, "page_cache_share", run->cached_before < 0 ? NAN : run->cached_before, 3);
+    fputc(',', f);
+    json_num(f, "huge_page_share", run->huge_share < 0 ? NAN : run->huge_share, 3);
     fprintf(f, ",\"dropped\":%s,\"load_ms\":%.3f,\"first_token_ms\":%.3f,\"prefill_ms\":%.3f,\"decode_ms\":%.3f,"
                "\"n_prompt\":%lld,\"n_generated\":%lld,\"prefill_tps\":%.3f,\"decode_tps\":%.3f,"
                "\"bytes_per_token\":%llu,",

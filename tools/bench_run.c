@@ -342,6 +342,7 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
     r->roofline_pct = -1;
     r->n_threads = cfg->n_threads;
     r->dropped = env->cold;
+    r->huge_share = -1;
     r->cached_before = page_cache_share(cfg->model, env->cold);
     const bool rss_reset = reset_peak_rss();
     const int64_t faults0 = major_faults_now();
@@ -410,6 +411,11 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
     tern_decode_bytes db;
     tern_model_decode_bytes(m, gs.n_prompt + gs.n_generated / 2, &db);
     r->bytes_per_token = db.weights + db.kv;
+    if (!strncmp(r->backend, "cpu", 3)) { /* decode read the weights from the mapped file */
+        tern_mapping_info map;
+        tern_model_get_mapping(m, &map);
+        r->huge_share = map.resident > 0 ? (double)map.huge / (double)map.resident : -1;
+    }
 
 done:
     set_phase(env, TERN_BENCH_IDLE);

@@ -135,8 +135,11 @@ static void print_text(const tern_doctor_input *in, const tern_doctor_check *che
                    tern_verdict_name(m->verdict), m->run.decode_tps, m->run.decode_ms / 1e3,
                    (long long)m->run.n_generated, m->run.backend, m->roofline_tps, m->bandwidth_gbs, m->bw_threads,
                    m->bw_threads > 1 ? "s" : "", tern_cli_bytes(m->run.bytes_per_token, b, sizeof b), m->percent);
-            printf("       load %.0f ms, first token %.0f ms (%lld prompt tokens), major faults %lld\n", m->run.load_ms,
+            printf("       load %.0f ms, first token %.0f ms (%lld prompt tokens), major faults %lld", m->run.load_ms,
                    m->run.ttft_ms, (long long)m->run.n_prompt, (long long)m->run.major_faults);
+            if (m->run.huge_share >= 0) /* 4 KiB entries cost read bandwidth: docs/benchmarks.md */
+                printf(", weights read through 2 MiB pages: %.0f%%", 100 * m->run.huge_share);
+            putchar('\n');
         }
     }
     int order[TERN_DOCTOR_N_CHECKS];
@@ -200,6 +203,10 @@ static void print_json(const tern_doctor_input *in, const tern_doctor_check *che
                tern_verdict_name(m->verdict), m->run.decode_tps, m->roofline_tps, m->percent, m->bandwidth_gbs,
                m->bw_threads, (unsigned long long)m->run.bytes_per_token, (long long)m->run.n_generated,
                m->run.decode_ms, m->run.load_ms, m->run.ttft_ms, (long long)m->run.major_faults);
+        if (m->run.huge_share >= 0)
+            printf("\"huge_page_share\":%.3f,", m->run.huge_share);
+        else
+            printf("\"huge_page_share\":null,");
         json_str("backend", m->run.backend);
         printf("}");
     }

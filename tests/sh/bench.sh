@@ -66,6 +66,11 @@ if command -v rsvg-convert >/dev/null; then
     rsvg-convert "$tmp/p.svg" -o "$tmp/p.png" 2>"$tmp/err" && ok "svg renders (rsvg-convert)" || fail "svg does not render: $(cat "$tmp/err")"
 fi
 
+# ---- this machine: how the weights are mapped (/proc/self/smaps) ----
+expect "bench json here" 0 "$TERN" bench -m "$Q4" -t 1 -p 16 -n 8 -r 1 -o json
+json "a CPU run says how much of the file it read through 2 MiB pages" \
+    '.configs[0].runs[0].huge_page_share | type == "number" and . >= 0 and . <= 1'
+
 # ---- a run that cannot fit ----
 expect "p + n above ctx fails" 1 "$TERN" bench -m "$Q4" -t 1 -p 200 -n 100 --ctx 256 -r 1
 grep -q "do not fit in the context of 256" "$tmp/err" && ok "names the context" || fail "no context message"
