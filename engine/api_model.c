@@ -43,6 +43,12 @@ static tern_status read_chat_template(tern_model *m, tern_error *err) {
     memcpy(copy, s.ptr, (size_t)s.len);
     copy[s.len] = 0;
     m->chat_template = copy;
+    tern_chat_default_system(tern_chat_format_detect(copy, (size_t)s.len, NULL), copy, (size_t)s.len,
+                             m->default_system, sizeof m->default_system);
+    /* shown in start-up summaries: the same control-byte rule as every text from the file */
+    for (char *c = m->default_system; *c; c++)
+        if ((unsigned char)*c < 0x20 && *c != '\n')
+            *c = '?';
     return TERN_OK;
 }
 
@@ -181,6 +187,7 @@ void tern_model_get_info(const tern_model *m, tern_model_info *info) {
     info->weights_are_float = tern_model_weights_are_float(m);
     info->tied_output = m->w.tied_output;
     info->tokenizer = m->tokenizer_desc;
+    info->default_system = m->default_system;
     info->chat_format = tern_chat_format_name(tern_chat_format_detect(m->chat_template, m->chat_template ?
                                                                       strlen(m->chat_template) : 0, NULL));
     info->warning = m->warning;

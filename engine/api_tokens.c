@@ -64,6 +64,17 @@ tern_status tern_chat_tokenize(const tern_model *m, const tern_chat_message *mes
                               "tern_chat_tokenize: model, messages and n_tokens are required");
     tern_chat_format fmt =
         tern_chat_format_detect(m->chat_template, m->chat_template ? strlen(m->chat_template) : 0, NULL);
+    /* The template's own system prompt when the conversation brings none, as the template does. */
+    tern_chat_message *with_system = NULL;
+    if (m->default_system[0] && (n_messages == 0 || !messages[0].role || strcmp(messages[0].role, "system"))) {
+        if (!(with_system = malloc((n_messages + 1) * sizeof *with_system)))
+            return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+        with_system[0] = (tern_chat_message){.role = "system", .content = m->default_system};
+        if (n_messages)
+            memcpy(with_system + 1, messages, n_messages * sizeof *messages);
+        messages = with_system;
+        n_messages++;
+    }
     tern_chat_prompt prompt;
     tern_chat_prompt_init(&prompt);
     tern_status st = tern_chat_render(fmt, messages, n_messages, add_generation_prompt, &prompt, err);
@@ -80,6 +91,7 @@ tern_status tern_chat_tokenize(const tern_model *m, const tern_chat_message *mes
                                          tokens, cap, n_tokens, err);
     }
     free(parts);
+    free(with_system);
     tern_chat_prompt_free(&prompt);
     return st;
 }

@@ -130,6 +130,49 @@ tern_chat_format tern_chat_format_detect(const char *tmpl, size_t len, bool *unk
     return f;
 }
 
+size_t tern_chat_default_system(tern_chat_format format, const char *tmpl, size_t len, char *buf, size_t cap) {
+    static const char open[] = "<|im_start|>system", close[] = "<|im_end|>";
+    if (cap > 0)
+        buf[0] = 0;
+    if (format != TERN_CHAT_CHATML || !tmpl || cap == 0)
+        return 0;
+    const char *end = tmpl + len;
+    for (const char *at = memmem(tmpl, len, open, sizeof open - 1); at;
+         at = memmem(at + 1, (size_t)(end - at - 1), open, sizeof open - 1)) {
+        /* the turn's newline, as the character or as Jinja's escape */
+        const char *p = at + sizeof open - 1;
+        if (p < end && *p == '\n')
+            p++;
+        else if (end - p >= 2 && p[0] == '\\' && p[1] == 'n')
+            p += 2;
+        else
+            continue; /* "<|im_start|>system" + something else: not a literal turn */
+        size_t n = 0;
+        bool plain = true;
+        for (; p < end && (size_t)(end - p) >= sizeof close - 1 && memcmp(p, close, sizeof close - 1); p++) {
+            char c = *p;
+            if (c == '\\' && p + 1 < end) { /* an escape inside the literal */
+                const char e = *++p;
+                c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
+            } else if (c == '\'' || c == '"' || c == '{' || c == '}') {
+                plain = false; /* the literal ends or an expression starts: not plain text */
+                break;
+            }
+            if (n + 1 >= cap) {
+                plain = false;
+                break;
+            }
+            buf[n++] = c;
+        }
+        if (plain && n > 0 && (size_t)(end - p) >= sizeof close - 1) {
+            buf[n] = 0;
+            return n;
+        }
+    }
+    buf[0] = 0;
+    return 0;
+}
+
 const char *tern_chat_format_name(tern_chat_format format) {
     if ((unsigned)format >= TERN_CHAT_FORMAT_COUNT)
         return "invalid";

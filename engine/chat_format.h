@@ -42,6 +42,14 @@ typedef enum tern_chat_format {
  * NULL), so the caller can warn that the prompt format is a guess. */
 tern_chat_format tern_chat_format_detect(const char *tmpl, size_t len, bool *unknown);
 
+/* The system prompt a template writes when the conversation has none: in ChatML templates a
+ * literal system turn ('<|im_start|>system\n' TEXT '<|im_end|>', as SmolLM2's and Qwen2's
+ * write under `messages[0]['role'] != 'system'`). TEXT (its Jinja escapes \n \' \" \\ undone) is
+ * copied NUL-terminated into buf; returns its length, or 0 when the template has no such turn,
+ * the turn holds an expression rather than plain text, or it does not fit in cap. Templates are
+ * not executed: this reads one string literal. */
+size_t tern_chat_default_system(tern_chat_format format, const char *tmpl, size_t len, char *buf, size_t cap);
+
 /* A short stable name: "plain", "chatml", "llama3", "gemma", "llama2", "zephyr", "phi3". */
 const char *tern_chat_format_name(tern_chat_format format);
 

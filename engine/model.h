@@ -86,6 +86,7 @@ struct tern_model {
     tern_model_weights w;
     tern_tokenizer *tokenizer;
     const char *chat_template; /* NUL-terminated copy, or NULL */
+    char default_system[512];  /* the template's own system prompt (tern_chat_default_system), or "" */
     uint64_t weight_bytes;     /* bytes of every tensor */
     uint64_t n_params;         /* elements of every tensor */
     uint64_t type_bytes[TERN_TYPE_COUNT];

@@ -67,6 +67,8 @@ typedef struct tern_model_info {
     bool tied_output;
     const char *tokenizer;      /* "spm" or "bpe (llama3)" ... */
     const char *chat_format;    /* "chatml", "llama3", "gemma", ... or "plain" */
+    const char *default_system; /* the system prompt the model's template adds when a conversation
+                                 * has none (tern_chat_tokenize does the same), or "" */
     const char *warning;        /* load-time warning, or "" */
 } tern_model_info;
 void tern_model_get_info(const tern_model *model, tern_model_info *info);

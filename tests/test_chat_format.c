@@ -184,6 +184,42 @@ static void test_plain(void **state) {
                  "System: You are terse.\nUser: Hi!\nAssistant: Hello.\nUser: 2+2?\nAssistant:", contents);
 }
 
+/* The template's own system prompt: a literal ChatML system turn, read, never executed. */
+static void test_default_system(void **state) {
+    (void)state;
+    char buf[256];
+    /* SmolLM2: the turn's newline as a character (GGUF files store the template decoded) */
+    assert_int_equal(tern_chat_default_system(TERN_CHAT_CHATML, smollm2_template, strlen(smollm2_template), buf,
+                                              sizeof buf),
+                     strlen("You are a helpful AI assistant named SmolLM, trained by Hugging Face"));
+    assert_string_equal(buf, "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+    /* Qwen2-style, with Jinja escapes: \n and an escaped quote inside the literal */
+    static const char qwen[] = "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + "
+                               "messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}{{- '<|im_start|>system\\n"
+                               "You\\'re Qwen.\\nBe brief.<|im_end|>\\n' }}{%- endif %}";
+    assert_int_equal(tern_chat_default_system(TERN_CHAT_CHATML, qwen, strlen(qwen), buf, sizeof buf),
+                     strlen("You're Qwen.\nBe brief."));
+    assert_string_equal(buf, "You're Qwen.\nBe brief.");
+    /* a system turn that is only an expression: no default */
+    static const char expr[] = "{{'<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n'}}";
+    assert_int_equal(tern_chat_default_system(TERN_CHAT_CHATML, expr, strlen(expr), buf, sizeof buf), 0);
+    assert_string_equal(buf, "");
+    /* ChatML without a system turn, other formats, no template, too small a buffer, a turn cut short */
+    static const char plain_chatml[] = "{{'<|im_start|>' + message['role'] + '\n'}}";
+    assert_int_equal(tern_chat_default_system(TERN_CHAT_CHATML, plain_chatml, strlen(plain_chatml), buf, sizeof buf),
+                     0);
+    assert_int_equal(tern_chat_default_system(TERN_CHAT_GEMMA, smollm2_template, strlen(smollm2_template), buf,
+                                              sizeof buf),
+                     0);
+    assert_int_equal(tern_chat_default_system(TERN_CHAT_CHATML, NULL, 0, buf, sizeof buf), 0);
+    assert_int_equal(tern_chat_default_system(TERN_CHAT_CHATML, smollm2_template, strlen(smollm2_template), buf, 16),
+                     0);
+    static const char cut[] = "'<|im_start|>system\nYou are";
+    assert_int_equal(tern_chat_default_system(TERN_CHAT_CHATML, cut, strlen(cut), buf, sizeof buf), 0);
+    /* the template need not be NUL-terminated: only len bytes are read */
+    assert_int_equal(tern_chat_default_system(TERN_CHAT_CHATML, smollm2_template, 120, buf, sizeof buf), 0);
+}
+
 static void test_detect(void **state) {
     (void)state;
     const struct {
@@ -318,6 +354,7 @@ int main(void) {
         cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_plain),
         cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_default_system),
         cmocka_unit_test(test_unknown_falls_back),
         cmocka_unit_test(test_special_text_in_content),
         cmocka_unit_test(test_system_handling),

@@ -184,6 +184,13 @@ int tern_cmd_chat(int argc, char **argv) {
     if (system && !conversation_add(&conv, "system", system, strlen(system)))
         goto oom;
 
+    tern_model_info mi;
+    tern_model_get_info(model, &mi);
+    if (system)
+        fprintf(stderr, "system   given with -s\n");
+    else if (mi.default_system[0])
+        fprintf(stderr, "system   \"%s\" — the model's template adds it to every conversation; -s replaces it\n",
+                mi.default_system);
     const bool tty = isatty(STDIN_FILENO);
     tern_gen_stats last = {0};
     fprintf(stderr, "chat ready: type a message (/reset, /stats, /exit; Ctrl-C stops an answer)\n");

@@ -123,6 +123,8 @@ int tern_cmd_info(int argc, char **argv) {
     printf("context       %lld tokens (trained)\n", (long long)mi.n_ctx_train);
     printf("tokenizer     %s, %lld tokens\n", mi.tokenizer, (long long)mi.n_vocab);
     printf("chat format   %s\n", mi.chat_format);
+    if (mi.default_system[0])
+        printf("system prompt \"%s\" (the template's default; tern chat -s replaces it)\n", mi.default_system);
     printf("output head   %s\n", mi.tied_output ? "tied to the token embedding" : "output.weight");
     printf("parameters    %.1f M\n", (double)mi.n_params / 1e6);
     printf("weights       %s, %.2f bits/weight\n", tern_cli_bytes(mi.weight_bytes, b1, sizeof b1),

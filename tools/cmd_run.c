@@ -15,7 +15,9 @@ static const char run_head[] =
     "timings go to stderr.\n\n"
     "  -p, --prompt TEXT      the prompt (raw text: no chat format)\n"
     "  -f, --file FILE        read the prompt from a file\n"
-    "      --chat             wrap the prompt as a user turn in the model's chat format\n"
+    "      --chat             wrap the prompt as a user turn in the model's chat format (after the\n"
+    "                         template's own system prompt, if it has one: tern info shows it)\n"
+    "      --system TEXT      with --chat: this system prompt instead (-s is the seed in run)\n"
     "  -n, --n-predict N      tokens to generate (default 128; -1 = until the model stops)\n"
     "      --json             print one JSON object: prompt and generated token ids, text, timings\n";
 
@@ -34,7 +36,7 @@ static void collect_piece(void *user, const char *piece, size_t len, int32_t tok
 int tern_cmd_run(int argc, char **argv) {
     tern_run_options o;
     tern_run_options_init(&o);
-    const char *prompt = NULL, *file = NULL;
+    const char *prompt = NULL, *file = NULL, *system = NULL;
     int64_t n_predict = 128;
     bool json = false, chat = false;
     for (int i = 1; i < argc; i++) {
@@ -60,10 +62,17 @@ int tern_cmd_run(int argc, char **argv) {
             json = true;
         } else if (!strcmp(a, "--chat")) {
             chat = true;
+        } else if (!strcmp(a, "--system")) {
+            if (!(system = tern_cli_value(argc, argv, &i)))
+                return TERN_EXIT_USAGE;
         } else {
             fprintf(stderr, "tern run: unknown option '%s'\n%s%s", a, run_head, tern_run_options_help);
             return TERN_EXIT_USAGE;
         }
+    }
+    if (system && !chat) {
+        fprintf(stderr, "tern run: --system goes with --chat (a raw prompt has no system turn)\n");
+        return TERN_EXIT_USAGE;
     }
     if (!prompt == !file) {
         fprintf(stderr, "tern run: give the prompt with -p TEXT or -f FILE\n");
@@ -96,8 +105,9 @@ int tern_cmd_run(int argc, char **argv) {
     }
     tern_status st;
     if (chat) {
-        tern_chat_message msg = {"user", prompt};
-        st = tern_chat_tokenize(model, &msg, 1, true, tokens, n_ctx, &n_tokens, &err);
+        const tern_chat_message msgs[2] = {{"system", system}, {"user", prompt}};
+        st = tern_chat_tokenize(model, system ? msgs : msgs + 1, system ? 2 : 1, true, tokens, n_ctx, &n_tokens,
+                                &err);
     } else {
         st = tern_tokenize(model, prompt, prompt_len, true, false, tokens, n_ctx, &n_tokens, &err);
     }

@@ -14,11 +14,22 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# 1. A factual question through the model's chat format, greedy.
-out=$("$TERN" run -m "$MODEL" --chat -p "What is the capital of France?" -n 24 --temp 0 2>"$tmp/err") \
-    || fail "run exited $? ($(tail -1 "$tmp/err"))"
+# 1. A factual question through the model's chat format, greedy. (With the template's own system
+#    prompt this 135M model answers "L'Étoile, ...": docs/models.md.)
+out=$("$TERN" run -m "$MODEL" --chat --system "You are a helpful assistant." -p "What is the capital of France?" \
+    -n 24 --temp 0 2>"$tmp/err") || fail "run exited $? ($(tail -1 "$tmp/err"))"
 echo "answer: $out"
 grep -q "Paris" <<<"$out" || fail "the answer does not name Paris"
+
+# 1b. The template's default system prompt: shown by info, and a conversation without one gets
+#     exactly the tokens of the same prompt given explicitly.
+default_system="You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+"$TERN" info "$MODEL" 2>/dev/null | grep -qF "system prompt \"$default_system\"" || fail "info does not show the system prompt"
+a=$("$TERN" run -m "$MODEL" --chat -p "hi" -n 1 --json 2>/dev/null | jq -c .prompt_tokens)
+b=$("$TERN" run -m "$MODEL" --chat --system "$default_system" -p "hi" -n 1 --json 2>/dev/null | jq -c .prompt_tokens)
+c=$("$TERN" run -m "$MODEL" --chat --system "Be brief." -p "hi" -n 1 --json 2>/dev/null | jq -c .prompt_tokens)
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "default system prompt: tokens $a, explicitly $b"
+[ "$a" != "$c" ] || fail "--system did not replace the default system prompt"
 
 # 2. Perplexity on a fixed text: SmolLM2-135M on the GPL-3 text, 4 chunks of 512.
 #    Measured 18.31 (AVX2 kernels, 2026-12-01; docs/models.md); a broken forward pass gives hundreds
