@@ -64,6 +64,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if ((unsigned)detected >= TERN_CHAT_FORMAT_COUNT || unknown != (detected == TERN_CHAT_PLAIN))
         __builtin_trap();
 
+    /* The default system prompt: read only within the template (ASan), NUL-terminated and within
+     * the buffer, a small one too. */
+    char sys[64];
+    const size_t caps[2] = {sizeof sys, 5};
+    for (int c = 0; c < 2; c++) {
+        const size_t got = tern_chat_default_system(detected, tmpl, tmpl_len, sys, caps[c]);
+        if (got >= caps[c] || strlen(sys) != got)
+            __builtin_trap();
+    }
+
     tern_chat_prompt prompt;
     tern_chat_prompt_init(&prompt);
     for (int f = 0; f < TERN_CHAT_FORMAT_COUNT; f++) {
