@@ -108,6 +108,23 @@ int tern_kbench_gemm_shapes(const tern_kbench_state *s, const tern_kbench_model 
     return 3;
 }
 
+void tern_kbench_each_gemm(tern_kbench_state *s, const char *path, tern_kbench_gemm_fn fn, void *arg) {
+    for (int t = 0; t < TERN_KBENCH_N_GEMM_TYPES; t++) {
+        const uint32_t type = tern_kbench_gemm_types[t];
+        if (!tern_kbench_wanted(s, "gemm", tern_type_name(type)))
+            continue;
+        if (!tern_kbench_weights(s, type)) {
+            tern_kbench_skip(s, "gemm %s %s: cannot make weights", path, tern_type_name(type));
+            continue;
+        }
+        for (int mi = 0; mi < tern_kbench_n_models(s); mi++) {
+            tern_kbench_shape shapes[3];
+            const int n_shapes = tern_kbench_gemm_shapes(s, &tern_kbench_models[mi], shapes);
+            fn(s, arg, type, &tern_kbench_models[mi], shapes, n_shapes);
+        }
+    }
+}
+
 int tern_kbench_contexts(const tern_kbench_state *s, int64_t out[4]) {
     static const int64_t contexts[4] = {512, 2048, 8192, 32768};
     memcpy(out, contexts, sizeof contexts);
@@ -342,30 +359,22 @@ static void bench_ops(tern_kbench_state *s, const tern_cpu_kernels *kt, const te
 
 /* ---- one ISA path ---- */
 
-static void bench_isa(tern_kbench_state *s, const tern_cpu_kernels *kt) {
+static void isa_gemms(tern_kbench_state *s, void *arg, uint32_t type, const tern_kbench_model *ms,
+                      const tern_kbench_shape *shapes, int n_shapes) {
+    const tern_cpu_kernels *kt = arg;
     const bool is_ref = !strcmp(kt->isa, "ref");
-    for (int t = 0; t < TERN_KBENCH_N_GEMM_TYPES; t++) {
-        const uint32_t type = tern_kbench_gemm_types[t];
-        if (!tern_kbench_wanted(s, "gemm", tern_type_name(type)))
-            continue;
-        if (!tern_kbench_weights(s, type)) {
-            tern_kbench_skip(s, "gemm %s: cannot make weights", tern_type_name(type));
-            continue;
-        }
-        for (int mi = 0; mi < tern_kbench_n_models(s); mi++) {
-            const tern_kbench_model *ms = &tern_kbench_models[mi];
-            tern_kbench_shape shapes[3];
-            const int n_shapes = tern_kbench_gemm_shapes(s, ms, shapes);
-            for (int si = 0; si < n_shapes; si++) {
-                bench_gemm(s, kt, type, ms, shapes[si].name, shapes[si].rows, shapes[si].k, 1);
-                /* the reference path is the oracle, not a speed path: prefill only with --full */
-                if (!is_ref || s->full)
-                    bench_gemm(s, kt, type, ms, shapes[si].name, shapes[si].rows, shapes[si].k, 64);
-                if (s->full && !is_ref)
-                    bench_gemm(s, kt, type, ms, shapes[si].name, shapes[si].rows, shapes[si].k, 512);
-            }
-        }
+    for (int si = 0; si < n_shapes; si++) {
+        bench_gemm(s, kt, type, ms, shapes[si].name, shapes[si].rows, shapes[si].k, 1);
+        /* the reference path is the oracle, not a speed path: prefill only with --full */
+        if (!is_ref || s->full)
+            bench_gemm(s, kt, type, ms, shapes[si].name, shapes[si].rows, shapes[si].k, 64);
+        if (s->full && !is_ref)
+            bench_gemm(s, kt, type, ms, shapes[si].name, shapes[si].rows, shapes[si].k, 512);
     }
+}
+
+static void bench_isa(tern_kbench_state *s, const tern_cpu_kernels *kt) {
+    tern_kbench_each_gemm(s, kt->isa, isa_gemms, (void *)kt);
     int64_t contexts[4];
     const int n_contexts = tern_kbench_contexts(s, contexts);
     for (int mi = 0; mi < tern_kbench_n_models(s) && tern_kbench_wanted(s, "attention", NULL); mi++)

@@ -79,6 +79,12 @@ typedef struct tern_kbench_shape {
 /* The weight shapes of a model's gemm rows: ffn_up, and attn_q and ffn_down with --full. */
 int tern_kbench_gemm_shapes(const tern_kbench_state *s, const tern_kbench_model *ms,
                             tern_kbench_shape out[3]);
+/* The gemm rows of one path: fn for every weight type --kernel lets through, once per model with
+ * its shapes, after the arena holds that type's weights (a skip line, naming path, where they
+ * cannot be made). */
+typedef void (*tern_kbench_gemm_fn)(tern_kbench_state *s, void *arg, uint32_t type, const tern_kbench_model *ms,
+                                    const tern_kbench_shape *shapes, int n_shapes);
+void tern_kbench_each_gemm(tern_kbench_state *s, const char *path, tern_kbench_gemm_fn fn, void *arg);
 /* The context lengths of the attention rows: 512, 2048, 8192 (32768 with --full; 512 with --quick). */
 int tern_kbench_contexts(const tern_kbench_state *s, int64_t out[4]);
 /* The arena filled with valid random blocks of `type` (kept while the type stays the same); a row

@@ -263,30 +263,21 @@ static void cl_gemm_row(tern_kbench_state *s, tern_cl *cl, uint32_t type, const 
     cl_row(s, &r, tm, (double)bytes, 2.0 * (double)all_rows * (double)k * (double)m, m == 1);
 }
 
-static void cl_gemms(tern_kbench_state *s, tern_cl *cl) {
+static void cl_model_gemms(tern_kbench_state *s, void *arg, uint32_t type, const tern_kbench_model *ms,
+                           const tern_kbench_shape *shapes, int n_shapes) {
+    tern_cl *cl = arg;
     const int64_t prefill_m = s->quick ? 64 : 512;
-    for (int t = 0; t < TERN_KBENCH_N_GEMM_TYPES; t++) {
-        const uint32_t type = tern_kbench_gemm_types[t];
-        if (!tern_kbench_wanted(s, "gemm", tern_type_name(type)))
-            continue;
-        if (!tern_kbench_weights(s, type)) {
-            tern_kbench_skip(s, "gemm opencl %s: cannot make weights", tern_type_name(type));
-            continue;
-        }
-        for (int mi = 0; mi < tern_kbench_n_models(s); mi++) {
-            const tern_kbench_model *ms = &tern_kbench_models[mi];
-            tern_kbench_shape shapes[3];
-            const int n_shapes = tern_kbench_gemm_shapes(s, ms, shapes);
-            for (int si = 0; si < n_shapes; si++) {
-                cl_gemm_row(s, cl, type, ms, shapes[si].name, 1, &shapes[si].rows, shapes[si].k, 1);
-                cl_gemm_row(s, cl, type, ms, shapes[si].name, 1, &shapes[si].rows, shapes[si].k, prefill_m);
-            }
-            /* the fused q/k/v launch of every decode step */
-            const int64_t qkv[3] = {ms->n_head * ms->head_dim, ms->n_head_kv * ms->head_dim,
-                                    ms->n_head_kv * ms->head_dim};
-            cl_gemm_row(s, cl, type, ms, "attn_qkv", 3, qkv, ms->n_embd, 1);
-        }
+    for (int si = 0; si < n_shapes; si++) {
+        cl_gemm_row(s, cl, type, ms, shapes[si].name, 1, &shapes[si].rows, shapes[si].k, 1);
+        cl_gemm_row(s, cl, type, ms, shapes[si].name, 1, &shapes[si].rows, shapes[si].k, prefill_m);
     }
+    /* the fused q/k/v launch of every decode step */
+    const int64_t qkv[3] = {ms->n_head * ms->head_dim, ms->n_head_kv * ms->head_dim, ms->n_head_kv * ms->head_dim};
+    cl_gemm_row(s, cl, type, ms, "attn_qkv", 3, qkv, ms->n_embd, 1);
+}
+
+static void cl_gemms(tern_kbench_state *s, tern_cl *cl) {
+    tern_kbench_each_gemm(s, "opencl", cl_model_gemms, cl);
 }
 
 /* ---- attention: one layer, one query at the end of the context ---- */

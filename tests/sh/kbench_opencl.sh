@@ -54,7 +54,7 @@ has "the bad tunable is named" "MV_ROWS needs a positive integer" "$tmp/out"
 
 # ---- bench: the roofline of an OpenCL run, the device's bandwidth measured once ----
 expect "bench --backend opencl (md)" 0 env TERN_OPENCL_PROFILE=1 "$TERN" bench -m "$Q4" --backend opencl -t 1 -p 16 -n 8 -r 2
-has "every run has a % roofline" "^\| t=1 opencl ctx=default p=16 n=8 \| 2 \| [^|]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+( \(stopped early\))? \| [0-9]+ \|" "$tmp/out"
+has "every run has a % roofline" "^\| t=1 opencl ctx=default p=16 n=8 \| 2 \| [^|]+ \| [^|]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+( \(stopped early\))? \| [0-9]+ \|" "$tmp/out"
 has "the median has one" "^\| t=1 opencl ctx=default p=16 n=8 \| [^|]+ \| [^|]+ \| [^|]+ \| [^|]+ \| [^|]+ \| [0-9]+( \([0-9]+-[0-9]+\))? \|" "$tmp/out"
 has "the device's bandwidth is reported" "^OpenCL read bandwidth [0-9.]+ GB/s on .+ \(a plain read kernel" "$tmp/out"
 has "the roofline names the bandwidth it used" "^roofline of t=1 opencl .* at [0-9.]+ GB/s \(OpenCL read kernel on .+, measured\) -> [0-9.]+ tokens/s" "$tmp/out"
