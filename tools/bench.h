@@ -86,8 +86,9 @@ typedef struct tern_bench_env {
     bool cold;
     const char *prompt; /* text the prompt tokens are cut from */
     size_t prompt_len;
-    int n_bw; /* read bandwidth, measured once per thread count */
+    int n_bw; /* read bandwidth per thread count: the latest probe, and how many were taken */
     tern_bandwidth bw[TERN_BENCH_MAX_BW];
+    int bw_probes[TERN_BENCH_MAX_BW];
     int n_device_bw; /* OpenCL devices' read bandwidth, measured once per device */
     tern_bench_device_bw device_bw[TERN_BENCH_MAX_DEVICE_BW];
     bool verbose; /* a line per run on stderr */
@@ -131,8 +132,11 @@ extern const char tern_bench_default_prompt[];
 tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cfg, tern_bench_run *run,
                                 tern_error *err);
 
-/* The read bandwidth at n_threads (measured on first use). NULL when it cannot be measured. */
-const tern_bandwidth *tern_bench_bandwidth(tern_bench_env *env, int n_threads);
+/* The read bandwidth at n_threads: measured on first use, and again on every call with fresh
+ * (bench probes after each CPU run, so that a run's share of the roofline compares it with the
+ * same minute's bandwidth: on a shared host the two drift apart within minutes). NULL when it
+ * cannot be measured. */
+const tern_bandwidth *tern_bench_bandwidth(tern_bench_env *env, int n_threads, bool fresh);
 /* The read bandwidth of the OpenCL device called `name` (measured on first use with its read
  * kernel over 1 GiB or less; a failure is kept in the entry and not retried). NULL when it could
  * not be measured. */

@@ -137,10 +137,12 @@ void tern_bench_report_md(const tern_bench_result *res, FILE *f) {
     fputc('\n', f);
     for (int i = 0; i < res->env->n_bw; i++) {
         const tern_bandwidth *bw = &res->env->bw[i];
+        const int probes = res->env->bw_probes[i];
         if (bw->median_gbs > 0)
-            fprintf(f, "read bandwidth %.2f GB/s on %d thread%s (median of %d reads of %s; best %.2f GB/s)\n",
+            fprintf(f, "read bandwidth %.2f GB/s on %d thread%s (median of %d reads of %s; best %.2f GB/s)%s\n",
                     bw->median_gbs, bw->n_threads, bw->n_threads > 1 ? "s" : "", bw->reps,
-                    tern_cli_bytes(bw->bytes, b[0], sizeof b[0]), bw->best_gbs);
+                    tern_cli_bytes(bw->bytes, b[0], sizeof b[0]), bw->best_gbs,
+                    probes > 1 ? ": the last of the probes after each run; each run's % roofline uses its own" : "");
     }
     for (int i = 0; i < res->env->n_device_bw; i++) {
         const tern_bench_device_bw *d = &res->env->device_bw[i];
@@ -152,19 +154,36 @@ void tern_bench_report_md(const tern_bench_result *res, FILE *f) {
         else
             fprintf(f, "OpenCL read bandwidth on %s: not measured (%s)\n", d->name, d->error);
     }
-    for (int c = 0; c < res->n_configs; c++)
+    for (int c = 0; c < res->n_configs; c++) {
+        /* the runs' rooflines: one bandwidth (a device's) or the probe after each run (CPU) */
+        const tern_bench_run *first = NULL;
+        double lo_gbs = 0, hi_gbs = 0, lo_tps = 0, hi_tps = 0;
         for (int r = 0; r < res->reps; r++) {
             const tern_bench_run *run = run_at(res, c, r);
-            if (!run->failed && run->roofline_tps > 0) {
-                char label[128];
-                tern_bench_config_label(&res->configs[c], label, sizeof label);
-                fprintf(f, "roofline of %s: %s read per token (weights + KV at the mean decode position) at "
-                           "%.2f GB/s (%s, measured) -> %.1f tokens/s\n",
-                        label, tern_cli_bytes(run->bytes_per_token, b[0], sizeof b[0]), run->bandwidth_gbs,
-                        run->bandwidth_source, run->roofline_tps);
-                break;
+            if (run->failed || run->roofline_tps <= 0)
+                continue;
+            if (!first) {
+                first = run;
+                lo_gbs = hi_gbs = run->bandwidth_gbs, lo_tps = hi_tps = run->roofline_tps;
             }
+            lo_gbs = fmin(lo_gbs, run->bandwidth_gbs), hi_gbs = fmax(hi_gbs, run->bandwidth_gbs);
+            lo_tps = fmin(lo_tps, run->roofline_tps), hi_tps = fmax(hi_tps, run->roofline_tps);
         }
+        if (!first)
+            continue;
+        char label[128], gbs[64], tps[64];
+        tern_bench_config_label(&res->configs[c], label, sizeof label);
+        if (hi_gbs > lo_gbs) {
+            snprintf(gbs, sizeof gbs, "%.2f-%.2f GB/s", lo_gbs, hi_gbs);
+            snprintf(tps, sizeof tps, "%.1f-%.1f tokens/s", lo_tps, hi_tps);
+        } else {
+            snprintf(gbs, sizeof gbs, "%.2f GB/s", lo_gbs);
+            snprintf(tps, sizeof tps, "%.1f tokens/s", lo_tps);
+        }
+        fprintf(f, "roofline of %s: %s read per token (weights + KV at the mean decode position) at %s (%s, measured) "
+                   "-> %s\n",
+                label, tern_cli_bytes(first->bytes_per_token, b[0], sizeof b[0]), gbs, first->bandwidth_source, tps);
+    }
     fprintf(f, "backend: %s\n", res->runs[0].backend[0] ? res->runs[0].backend : "(no run succeeded)");
 }
 

@@ -129,11 +129,13 @@ static int64_t major_faults_now(void) {
     return getrusage(RUSAGE_SELF, &ru) == 0 ? (int64_t)ru.ru_majflt : -1;
 }
 
-const tern_bandwidth *tern_bench_bandwidth(tern_bench_env *env, int n_threads) {
-    for (int i = 0; i < env->n_bw; i++)
-        if (env->bw[i].n_threads == n_threads)
-            return env->bw[i].median_gbs > 0 ? &env->bw[i] : NULL;
-    if (env->n_bw == TERN_BENCH_MAX_BW)
+const tern_bandwidth *tern_bench_bandwidth(tern_bench_env *env, int n_threads, bool fresh) {
+    int slot = 0;
+    while (slot < env->n_bw && env->bw[slot].n_threads != n_threads)
+        slot++;
+    if (slot < env->n_bw && !fresh)
+        return env->bw[slot].median_gbs > 0 ? &env->bw[slot] : NULL;
+    if (slot == TERN_BENCH_MAX_BW)
         return NULL;
     /* Pinned like the engine pins (the fast cores) when the cores differ. A 256 MiB buffer is far
      * beyond any last-level cache here; on a starved machine it is cut so the probe itself does
@@ -145,12 +147,15 @@ const tern_bandwidth *tern_bench_bandwidth(tern_bench_env *env, int n_threads) {
         bytes = (size_t)env->sys->mem.available_bytes / 4;
     if (bytes < ((size_t)16 << 20))
         bytes = (size_t)16 << 20;
-    tern_bandwidth *bw = &env->bw[env->n_bw++];
+    if (slot == env->n_bw)
+        env->bw_probes[env->n_bw++] = 0;
+    tern_bandwidth *bw = &env->bw[slot];
     if (tern_bandwidth_measure(n_threads, cpus, bytes, 5, bw, NULL) != TERN_OK) {
         memset(bw, 0, sizeof *bw);
         bw->n_threads = n_threads;
         return NULL;
     }
+    env->bw_probes[slot]++;
     return bw;
 }
 
@@ -204,7 +209,7 @@ static void set_roofline(tern_bench_env *env, tern_bench_run *r) {
     char device[160];
     double gbs = 0;
     if (strncmp(r->backend, "cpu", 3) == 0) {
-        const tern_bandwidth *bw = tern_bench_bandwidth(env, r->n_threads);
+        const tern_bandwidth *bw = tern_bench_bandwidth(env, r->n_threads, true);
         if (bw) {
             gbs = bw->median_gbs;
             snprintf(r->bandwidth_source, sizeof r->bandwidth_source, "read bandwidth on %d thread%s",

@@ -67,7 +67,7 @@ static void measure(const tern_doctor_input *in, double seconds, measurement *ou
         return;
     }
     out->ran = true;
-    const tern_bandwidth *bw = tern_bench_bandwidth(&env, in->sys->auto_threads);
+    const tern_bandwidth *bw = tern_bench_bandwidth(&env, in->sys->auto_threads, false);
     if (bw && out->run.bytes_per_token) {
         out->bandwidth_gbs = bw->median_gbs;
         out->bw_threads = bw->n_threads;

@@ -31,7 +31,7 @@ has "page cache state shown" "\| (warm|cold|partial) [0-9]+% \|"
 has "median table" "^median \(min-max\) over 2 runs"
 has "bandwidth line" "^read bandwidth [0-9.]+ GB/s on 1 thread"
 has "roofline line" "read per token .* tokens/s"
-has "roofline names the bandwidth it used" "^roofline of t=1 .* at [0-9.]+ GB/s \(read bandwidth on 1 thread, measured\) -> "
+has "roofline names the bandwidth it used" "^roofline of t=1 .* at [0-9.]+(-[0-9.]+)? GB/s \(read bandwidth on 1 thread, measured\) -> "
 
 # ---- JSON on the throttled phone: system, runs, telemetry ----
 TERN_SYSROOT=$PHONE "$TERN" bench -m "$Q4" -t 1 -p 16 -n 64 -r 2 --interval 10 -o json >"$tmp/out" 2>"$tmp/err" \
