@@ -8,7 +8,8 @@
 # MODEL: a 7B-shaped Q4_K_M file (made with tern mkmodel when missing: ~80 s on 16 cores).
 # CLBlast is used when libclblast.so.1 loads (set LD_LIBRARY_PATH to an unpacked
 # `apt-get download libclblast1` where it is not installed). Every command's output goes to
-# OUT_DIR (default ./opencl-tune) and a summary to stdout.
+# OUT_DIR (default ./opencl-tune) and a summary to stdout. With build/tests/test_opencl built
+# (make check), each swept setting is also checked for correctness on the device.
 set -u
 cd "$(dirname "$0")/.."
 TERN=${TERN:-build/tern}
@@ -51,5 +52,10 @@ for cfg in "64 64 4 4" "128 64 8 4" "64 128 4 8" "128 128 8 8" "128 32 8 2" "64 
     TERN_OPENCL_GEMM=tiled TERN_OPENCL_OPTIONS="$opts" "$TERN" kbench --isa opencl --kernel gemm --full \
         >"$OUT/$name.log" 2>&1
     echo "== $opts (exit $?):"
+    # a fast setting is worth nothing if it is wrong on this device: the kernel tests with it too
+    if [ -x build/tests/test_opencl ]; then
+        TERN_OPENCL_OPTIONS="$opts" build/tests/test_opencl >"$OUT/$name.test.log" 2>&1 &&
+            echo "   test_opencl passed" || echo "   test_opencl FAILED: $OUT/$name.test.log"
+    fi
     grep -E "^\| \| opencl \| Q[46]_K \| 7B \| .* \| 512 \|" "$OUT/$name.log" | awk -F'|' '{printf "   %s %s %s GFLOP/s\n", $4, $6, $11}'
 done
