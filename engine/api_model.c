@@ -45,9 +45,10 @@ static tern_status read_chat_template(tern_model *m, tern_error *err) {
     m->chat_template = copy;
     tern_chat_default_system(tern_chat_format_detect(copy, (size_t)s.len, NULL), copy, (size_t)s.len,
                              m->default_system, sizeof m->default_system);
-    /* shown in start-up summaries: the same control-byte rule as every text from the file */
+    /* it is printed in start-up summaries: control bytes other than newline and tab become '?',
+     * as in every text from the file, so no file can send escape sequences to a terminal */
     for (char *c = m->default_system; *c; c++)
-        if ((unsigned char)*c < 0x20 && *c != '\n')
+        if ((unsigned char)*c < 0x20 && *c != '\n' && *c != '\t')
             *c = '?';
     return TERN_OK;
 }

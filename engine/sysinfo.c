@@ -408,6 +408,17 @@ tern_status tern_sysinfo_platform_profile(const char *sysroot, char *buf, size_t
     return TERN_OK;
 }
 
+/* root/proc/<pid>/<name>, or root/proc/self/<name> for pid 0. INVALID_ARG for a negative pid
+ * or a path too long. */
+static tern_status process_path(const char *root, int pid, const char *name, char *path, size_t cap,
+                                tern_error *err) {
+    if (pid < 0)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: pid %d", pid);
+    const bool fits = pid == 0 ? make_path(path, cap, root, "proc/self/%s", name)
+                               : make_path(path, cap, root, "proc/%d/%s", pid, name);
+    return fits ? TERN_OK : tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: sysroot path too long");
+}
+
 /* A "Name:   123 kB" line of smaps: the bytes, or -1 when line is not that field. */
 static int64_t smaps_field(const char *line, const char *name) {
     const size_t n = strlen(name);
@@ -426,12 +437,9 @@ tern_status tern_sysinfo_mapping(const char *sysroot, int pid, uint64_t start, u
     const char *root = resolve_root(sysroot);
     char path[PATH_CAP];
     memset(out, 0, sizeof *out);
-    if (pid < 0)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: pid %d", pid);
-    const bool fits = pid == 0 ? make_path(path, sizeof path, root, "proc/self/smaps")
-                               : make_path(path, sizeof path, root, "proc/%d/smaps", pid);
-    if (!fits)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: sysroot path too long");
+    tern_status st = process_path(root, pid, "smaps", path, sizeof path, err);
+    if (st != TERN_OK)
+        return st;
     FILE *f = fopen(path, "r");
     if (!f)
         return tern_error_set(err, TERN_ERR_NOT_FOUND, "sysinfo: no process %d (%s)", pid, path);
@@ -463,12 +471,9 @@ tern_status tern_sysinfo_mapping(const char *sysroot, int pid, uint64_t start, u
 tern_status tern_sysinfo_major_faults(const char *sysroot, int pid, int64_t *out, tern_error *err) {
     const char *root = resolve_root(sysroot);
     char path[PATH_CAP], text[TEXT_CAP];
-    if (pid < 0)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: pid %d", pid);
-    const bool fits = pid == 0 ? make_path(path, sizeof path, root, "proc/self/stat")
-                               : make_path(path, sizeof path, root, "proc/%d/stat", pid);
-    if (!fits)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sysinfo: sysroot path too long");
+    tern_status st = process_path(root, pid, "stat", path, sizeof path, err);
+    if (st != TERN_OK)
+        return st;
     if (!read_text(path, text, sizeof text))
         return tern_error_set(err, TERN_ERR_NOT_FOUND, "sysinfo: no process %d (%s)", pid, path);
     /* "pid (comm) state ppid ...": comm may hold spaces and parentheses, so fields are counted

@@ -41,10 +41,11 @@ static void *map_file(int fd, size_t size) {
         munmap(slack, mapped + MAP_ALIGN);
         return mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     }
-    if (at > slack) /* the slack before and after the file */
+    /* the slack before the file (none when the kernel's address was aligned) and after it
+     * (always some: at lies less than MAP_ALIGN past slack) */
+    if (at > slack)
         munmap(slack, (size_t)(at - slack));
-    if (slack + mapped + MAP_ALIGN > at + mapped)
-        munmap(at + mapped, (size_t)(slack + mapped + MAP_ALIGN - (at + mapped)));
+    munmap(at + mapped, (size_t)(slack + MAP_ALIGN - at));
 #ifdef MADV_HUGEPAGE
     madvise(m, size, MADV_HUGEPAGE); /* advice: refused or ignored, the mapping works the same */
 #endif

@@ -24,7 +24,7 @@ static const char chat_head[] =
     "executed). Answers stream as they are generated. Input can be piped in, one message per line.\n"
     "Commands: /reset (forget the conversation), /stats (load, first-token and speed figures),\n"
     "/exit. Ctrl-C stops an answer; Ctrl-C at the prompt or Ctrl-D quits.\n\n"
-    "  -s, --system TEXT      system prompt\n"
+    "  -s, --system TEXT      system prompt (replaces the template's own, which tern info shows)\n"
     "  -n, --n-predict N      most tokens per answer (default -1: until the model stops or the context is full)\n";
 
 static volatile sig_atomic_t interrupts;

@@ -8,16 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/opencl/cl_internal.h"
+#include "kernels/timing.h"
 
 double tern_cl_profile_clock(const tern_cl *cl) {
-    if (!cl->profile)
-        return 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+    return cl->profile ? tern_now_s() * 1e9 : 0;
 }
 
 void tern_cl_profile_host(tern_cl *cl, double t0, bool waited) {
