@@ -100,7 +100,7 @@ typedef struct tern_backend_ops {
 
 struct tern_backend {
     const tern_backend_ops *ops;
-    char description[160]; /* "cpu (avx2, 2 threads)", "opencl (NVIDIA H200)" */
+    char description[160]; /* "cpu (avx2, 2 threads)", "opencl (NVIDIA H200), int8 dp4a decode products" */
 };
 
 /* The CPU backend: threads = number of threads (>= 1); cpus = pin list or NULL; isa = NULL for

@@ -578,7 +578,8 @@ static tern_status create_on(int device, tern_backend **out, tern_error *err) {
         ocl_destroy(&b->base);
         return st;
     }
-    snprintf(b->base.description, sizeof b->base.description, "opencl (%s)", tern_cl_device(b->cl)->name);
+    snprintf(b->base.description, sizeof b->base.description, "opencl (%s), %s decode products",
+             tern_cl_device(b->cl)->name, tern_cl_products_name(b->cl));
     *out = &b->base;
     return TERN_OK;
 }

@@ -27,7 +27,10 @@
 #include "engine/backend.h"
 #include "kernels/kernels.h"
 #include "kernels/opencl/opencl.h"
+#include "quant/block_q8_0.h"
+#include "quant/fp16.h"
 #include "quant/quant.h"
+#include "quant/quant_rows.h"
 #include "tern.h"
 
 static int g_device;
@@ -106,7 +109,57 @@ static void free_weights(weights *w) {
     free(w->deq);
 }
 
-/* y = W x on the device for m tokens, checked against the exact math and the CPU kernel. */
+static bool float_type(uint32_t t) {
+    return t == TERN_TYPE_F32 || t == TERN_TYPE_F16 || t == TERN_TYPE_BF16;
+}
+
+/* Whether a product over `type` for m tokens rounds x to 8 bits first (int8 decode products). */
+static bool int8_products(tern_cl *cl, uint32_t type, int64_t m) {
+    return strcmp(tern_cl_products_name(cl), "f32") != 0 && !float_type(type) && m < tern_cl_gemm_min_m(cl);
+}
+
+/* The activations a product for m tokens multiplies: x itself, or x as tern_cl_quantize_x8
+ * rounds it where the products are int8. That rounding is checked against quant/'s Q8_0: the
+ * same f16 scales, and levels that differ by at most one (x / d within a rounding of a half,
+ * where the device's division may round differently), in at most 1% of the elements. */
+static float *product_activations(tern_cl *cl, uint32_t type, const float *x, cl_mem xd, int64_t m,
+                                  int64_t k) {
+    const size_t n = (size_t)(m * k), bytes = n + n / 16;
+    float *xv = malloc(n * sizeof *xv);
+    assert_non_null(xv);
+    memcpy(xv, x, n * sizeof *xv);
+    if (!int8_products(cl, type, m))
+        return xv;
+    cl_mem qd = put(cl, NULL, bytes);
+    tern_cl_quantize_x8(cl, xd, m, k, qd);
+    uint8_t *q = malloc(bytes);
+    tern_block_q8_0 *ref = malloc(n / 32 * sizeof *ref);
+    assert_true(q && ref);
+    get(cl, qd, q, bytes);
+    tern_quantize_row_q8_0(x, ref, (int64_t)n);
+    size_t off_by_one = 0;
+    for (size_t b = 0; b < n / 32; b++) {
+        const uint16_t d = (uint16_t)(q[n + 2 * b] | q[n + 2 * b + 1] << 8);
+        if (d != ref[b].d)
+            fail_msg("quantize_x8 block %zu: scale %04x, quant/'s Q8_0 %04x", b, d, ref[b].d);
+        for (int j = 0; j < 32; j++) {
+            const int level = (int8_t)q[32 * b + (size_t)j], want = ref[b].qs[j];
+            if (abs(level - want) > 1)
+                fail_msg("quantize_x8 [%zu]: level %d, quant/'s Q8_0 %d", 32 * b + (size_t)j, level, want);
+            off_by_one += level != want;
+            xv[32 * b + (size_t)j] = (float)level * tern_fp16_to_fp32(d);
+        }
+    }
+    if (off_by_one * 100 > n)
+        fail_msg("quantize_x8: %zu of %zu levels one off quant/'s", off_by_one, n);
+    tern_cl_release(cl, qd, 0);
+    free(q);
+    free(ref);
+    return xv;
+}
+
+/* y = W x on the device for m tokens, checked against the exact math (over the activations the
+ * device multiplies: product_activations) and the CPU kernel. */
 static void check_matmul(tern_cl *cl, const weights *w, const tern_cl_matrix *dev, int64_t m) {
     float *x = random_floats((size_t)(m * w->k), 1.0f), *got = malloc(sizeof(float) * (size_t)(m * w->n));
     float *cpu = malloc(sizeof(float) * (size_t)(m * w->n));
@@ -114,6 +167,7 @@ static void check_matmul(tern_cl *cl, const weights *w, const tern_cl_matrix *de
     cl_mem yd = put(cl, NULL, sizeof(float) * (size_t)(m * w->n));
     tern_cl_matmul(cl, dev, xd, m, yd);
     get(cl, yd, got, sizeof(float) * (size_t)(m * w->n));
+    float *xv = product_activations(cl, w->type, x, xd, m, w->k);
 
     /* the CPU reference kernel, on activations in the weight type's dot format */
     const size_t stride = tern_dot_row_bytes(w->type, w->k);
@@ -124,10 +178,12 @@ static void check_matmul(tern_cl *cl, const weights *w, const tern_cl_matrix *de
 
     for (int64_t i = 0; i < m; i++) {
         for (int64_t r = 0; r < w->n; r++) {
-            double exact = 0, mag = 0;
+            double exact = 0, mag = 0, wsum = 0, xmax = 0;
             for (int64_t j = 0; j < w->k; j++) {
-                exact += (double)w->deq[r * w->k + j] * x[i * w->k + j];
+                exact += (double)w->deq[r * w->k + j] * xv[i * w->k + j];
                 mag += fabs((double)w->deq[r * w->k + j] * x[i * w->k + j]);
+                wsum += fabs((double)w->deq[r * w->k + j]);
+                xmax = fmax(xmax, fabs((double)x[i * w->k + j]));
             }
             const double g = got[i * w->n + r], c = cpu[i * w->n + r];
             /* f32 sums of k products: rounding grows like sqrt(k) * 2^-24 of the magnitude */
@@ -135,9 +191,10 @@ static void check_matmul(tern_cl *cl, const weights *w, const tern_cl_matrix *de
                 fail_msg("%s %lldx%lld m=%lld: y[%lld][%lld] = %.7g, exact %.7g (magnitude %.3g)",
                          tern_type_name(w->type), (long long)w->n, (long long)w->k, (long long)m,
                          (long long)i, (long long)r, g, exact, mag);
-            /* the CPU kernel rounds x to 8 bits (0.4% of a block's largest |x|), far below what a
-             * wrong scale or level gives */
-            if (fabs(g - c) > 0.02 * mag)
+            /* the CPU kernel and the int8 products round x to 8 bits: each by at most half a level
+             * (1/254 of a block's largest |x|), so together by at most sum |w| * max |x| / 127;
+             * a wrong scale or level gives errors the size of |w x| itself */
+            if (fabs(g - c) > wsum * xmax / 127.0 + 1e-5 * mag)
                 fail_msg("%s m=%lld: y[%lld][%lld] = %.7g, the CPU reference kernel %.7g (magnitude %.3g)",
                          tern_type_name(w->type), (long long)m, (long long)i, (long long)r, g, c, mag);
         }
@@ -145,6 +202,7 @@ static void check_matmul(tern_cl *cl, const weights *w, const tern_cl_matrix *de
     tern_cl_release(cl, xd, 0);
     tern_cl_release(cl, yd, 0);
     free(x);
+    free(xv);
     free(got);
     free(cpu);
     free(act);
@@ -368,6 +426,54 @@ static void test_rmsnorm(void **state) {
     rmsnorm_width(5298);
 }
 
+/* With int8 products the norms also round their output for the products that follow; a product
+ * over a norm's output must give the bits of the same product over a copy of it (which rounds
+ * on its own), for rmsnorm and add_rmsnorm, a batch of 3 rows. A write to the output between the
+ * two makes the product round again. */
+static void test_norm_then_product(void **state) {
+    (void)state;
+    const int64_t k = 512, rows = 67, m = 3;
+    weights w = make_weights(TERN_TYPE_Q4_K, rows, k);
+    tern_cl_matrix *dev = NULL;
+    tern_error err = {0};
+    assert_int_equal(tern_cl_matrix_upload(g_cl, w.type, k, rows, w.q, &dev, &err), TERN_OK);
+    float *x = random_floats((size_t)(m * k), 2.0f), *nw = random_floats((size_t)k, 1.0f);
+    float a[3 * 67], b[3 * 67];
+    cl_mem xd = put(g_cl, x, sizeof(float) * (size_t)(m * k)), wd = put(g_cl, nw, sizeof(float) * (size_t)k);
+    cl_mem yd = put(g_cl, NULL, sizeof(float) * (size_t)(m * k)),
+           y2 = put(g_cl, NULL, sizeof(float) * (size_t)(m * k));
+    cl_mem td = put(g_cl, x, sizeof(float) * (size_t)(m * k));
+    cl_mem oa = put(g_cl, NULL, sizeof a), ob = put(g_cl, NULL, sizeof b);
+    for (int fused_add = 0; fused_add < 2; fused_add++) {
+        if (fused_add)
+            tern_cl_add_rmsnorm(g_cl, td, xd, wd, k, m, 1e-5f, yd);
+        else
+            tern_cl_rmsnorm(g_cl, xd, wd, k, m, 1e-5f, yd);
+        tern_cl_matmul(g_cl, dev, yd, m, oa);
+        tern_cl_copy(g_cl, yd, 0, y2, 0, sizeof(float) * (size_t)(m * k));
+        tern_cl_matmul(g_cl, dev, y2, m, ob);
+        get(g_cl, oa, a, sizeof a);
+        get(g_cl, ob, b, sizeof b);
+        assert_memory_equal(a, b, sizeof a);
+    }
+    /* the norm's output overwritten after the norm: the product must see the new values */
+    assert_int_equal(tern_cl_write(g_cl, xd, 0, sizeof(float) * (size_t)(m * k), x, &err), TERN_OK);
+    tern_cl_rmsnorm(g_cl, xd, wd, k, m, 1e-5f, yd);
+    assert_int_equal(tern_cl_write(g_cl, yd, 0, sizeof(float) * (size_t)(m * k), x, &err), TERN_OK);
+    tern_cl_matmul(g_cl, dev, yd, m, oa);
+    tern_cl_matmul(g_cl, dev, xd, m, ob); /* xd holds x as well */
+    get(g_cl, oa, a, sizeof a);
+    get(g_cl, ob, b, sizeof b);
+    assert_memory_equal(a, b, sizeof a);
+    cl_mem bufs[] = {xd, wd, yd, y2, td, oa, ob};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        tern_cl_release(g_cl, bufs[i], 0);
+    tern_cl_matrix_free(g_cl, dev);
+    free_weights(&w);
+    free(x);
+    free(nw);
+}
+
 static void test_rope(void **state) {
     (void)state;
     const int64_t n_tok = 3, n_head = 5, head_dim = 40, n_rot = 32, pos0 = 7; /* partial rotation */
@@ -435,10 +541,10 @@ static void test_glu_add(void **state) {
 
 /* KV stores in two batches, then attention of the second batch's queries: GQA (6 heads over
  * 2), head sizes with a tail (38 is not a multiple of 4), more keys than one chunk (128), full
- * and sliding-window. */
-static void test_kv_attention(void **state) {
-    (void)state;
-    const int64_t n_head = 6, n_kv = 2, dk = 38, dv = 44, n_ctx = 256, first = 150, second = 50;
+ * and sliding-window. 50 queries take the prefill kernel (a block of 32 and a tail), 10 the
+ * plain one. */
+static void check_kv_attention(int64_t first, int64_t second) {
+    const int64_t n_head = 6, n_kv = 2, dk = 38, dv = 44, n_ctx = 256;
     const int64_t kw = n_kv * dk, vw = n_kv * dv, total = first + second;
     float *k = random_floats((size_t)(total * kw), 1.5f), *v = random_floats((size_t)(total * vw), 1.0f);
     float *q = random_floats((size_t)(second * n_head * dk), 1.5f);
@@ -495,6 +601,12 @@ static void test_kv_attention(void **state) {
     free(got);
     free(want);
     free(scores);
+}
+
+static void test_kv_attention(void **state) {
+    (void)state;
+    check_kv_attention(150, 50);
+    check_kv_attention(190, 10);
 }
 
 /* One query (decode) over a long cache: the keys are cut into spans on several work-groups and
@@ -942,6 +1054,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_glu),
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_norm_then_product),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_glu_add),
         cmocka_unit_test(test_kv_attention),
@@ -955,7 +1068,32 @@ int main(void) {
         cmocka_unit_test(test_backend_rope),
         cmocka_unit_test(test_rope_kv),
     };
-    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* The products again with the decode products the device does not use by default (int8 on
+     * PoCL, f32 where the default is int8), unless TERN_OPENCL_OPTIONS picks them already. */
+    const char *opts = getenv("TERN_OPENCL_OPTIONS");
+    if (!opts || !strstr(opts, "-DDOT8=")) {
+        const bool was_f32 = strcmp(tern_cl_products_name(g_cl), "f32") == 0;
+        char other[600];
+        snprintf(other, sizeof other, "%s -DDOT8=%d", opts ? opts : "", was_f32 ? 1 : 0);
+        char *saved = opts ? strdup(opts) : NULL;
+        setenv("TERN_OPENCL_OPTIONS", other, 1);
+        tern_cl_free(g_cl);
+        g_cl = open_cl();
+        printf("decode products: %s (the default was %s)\n", tern_cl_products_name(g_cl),
+               was_f32 ? "f32" : "int8");
+        const struct CMUnitTest products[] = {
+            cmocka_unit_test(test_matmul_every_type), cmocka_unit_test(test_matmul_small_shapes),
+            cmocka_unit_test(test_matmul_shared),     cmocka_unit_test(test_matmul_glu),
+            cmocka_unit_test(test_split_weights),     cmocka_unit_test(test_norm_then_product),
+        };
+        failed += cmocka_run_group_tests(products, NULL, NULL);
+        if (saved)
+            setenv("TERN_OPENCL_OPTIONS", saved, 1);
+        else
+            unsetenv("TERN_OPENCL_OPTIONS");
+        free(saved);
+    }
     tern_cl_free(g_cl);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_cache);

@@ -192,8 +192,8 @@ const tern_bench_device_bw *tern_bench_device_bandwidth(tern_bench_env *env, con
     return d;
 }
 
-/* The device of an OpenCL run, from its backend description "opencl (NAME)" (names may hold
- * parentheses: "Intel(R) ..."); false for any other backend. */
+/* The device of an OpenCL run, from its backend description "opencl (NAME), ..." (names may
+ * hold parentheses: "Intel(R) ..."); false for any other backend. */
 static bool opencl_device_name(const char *backend, char *name, size_t cap) {
     static const char prefix[] = "opencl (";
     const char *end = strrchr(backend, ')');

@@ -470,12 +470,12 @@ void tern_kbench_opencl(tern_kbench_state *s, bool run_kernels) {
     }
     const char *options = getenv("TERN_OPENCL_OPTIONS");
     char mem[32];
-    snprintf(
-        s->opencl, sizeof s->opencl,
-        "device %d, %.96s (%s, %d compute units, %s, %.48s), prefill path %s, TERN_OPENCL_OPTIONS '%.160s'",
-        d->index, d->name, d->is_gpu ? "GPU" : "not a GPU", d->compute_units,
-        tern_cli_bytes(d->global_mem, mem, sizeof mem), d->version, tern_cl_gemm_name(cl),
-        options ? options : "");
+    snprintf(s->opencl, sizeof s->opencl,
+             "device %d, %.96s (%s, %d compute units, %s, %.48s), decode products %s, prefill path %s, "
+             "TERN_OPENCL_OPTIONS '%.140s'",
+             d->index, d->name, d->is_gpu ? "GPU" : "not a GPU", d->compute_units,
+             tern_cli_bytes(d->global_mem, mem, sizeof mem), d->version, tern_cl_products_name(cl),
+             tern_cl_gemm_name(cl), options ? options : "");
     if (run_kernels) {
         cl_gemms(s, cl);
         int64_t contexts[4];

@@ -42,14 +42,21 @@ step prefill_tiled env TERN_OPENCL_GEMM=tiled TERN_OPENCL_PROFILE=1 \
     "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 16 -r 2
 grep -h "^| t=" "$OUT/decode_profile.log" "$OUT/prefill_clblast.log" "$OUT/prefill_tiled.log" | sed 's/^/   /'
 
+step kbench "$TERN" kbench --isa opencl --full
+grep -E "^\| \| opencl \|" "$OUT/kbench.log" | sed 's/^/   /'
+
 # The tiled kernel at m = 512 (kbench's prefill rows, GFLOP/s), one build per setting.
 # TN x TM is the tile (weight rows x tokens), WN x WM each work-item's share of it; the
 # work-group is (TN/WN) * (TM/WM) work-items and needs 128 * (TN + TM) bytes of local memory.
-for cfg in "64 64 4 4" "128 64 8 4" "64 128 4 8" "128 128 8 8" "128 32 8 2" "64 64 8 8" "128 64 4 8"; do
+# TUNE_CONFIGS (settings "TN,TM,WN,WM" separated by spaces) replaces the default sweep, and
+# TUNE_KERNEL (default gemm) names the kbench family it times.
+CONFIGS=${TUNE_CONFIGS:-"64,64,4,4 128,64,8,4 64,128,4,8 128,128,8,8 128,32,8,2 64,64,8,8 128,64,4,8"}
+for cfg in $CONFIGS; do
+    cfg=${cfg//,/ }
     set -- $cfg
     opts="-DMM_TN=$1 -DMM_TM=$2 -DMM_WN=$3 -DMM_WM=$4"
     name="gemm_tn$1_tm$2_wn$3_wm$4"
-    TERN_OPENCL_GEMM=tiled TERN_OPENCL_OPTIONS="$opts" "$TERN" kbench --isa opencl --kernel gemm --full \
+    TERN_OPENCL_GEMM=tiled TERN_OPENCL_OPTIONS="$opts" "$TERN" kbench --isa opencl --kernel "${TUNE_KERNEL:-gemm}" --full \
         >"$OUT/$name.log" 2>&1
     echo "== $opts (exit $?):"
     # a fast setting is worth nothing if it is wrong on this device: the kernel tests with it too

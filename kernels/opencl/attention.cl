@@ -203,3 +203,106 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge
         out[qrow * (size_t)dv + d] = a * inv;
     }
 }
+
+/* attention_tiled: the same attention for a batch of queries (prefill), one work-group per
+ * (head, block of AT_Q consecutive queries). The plain kernel above has every query read its
+ * keys and values from global memory by itself; here a block reads each chunk of AT_K keys and
+ * values into local memory once for its AT_Q queries. Work-item (query qi = lid / 4, quarter
+ * sub = lid % 4) scores keys sub * 4 .. sub * 4 + 3 of each chunk for its query, the four of a
+ * query meet for the chunk's maximum and sum (the same online softmax), and it accumulates
+ * output dimensions sub, sub + 4, ... Rows in local memory are padded with zeros to AT_STRIDE
+ * floats (a multiple of 4 plus 4: float4 loops, and rows of a warp in different banks).
+ * Preconditions: head sizes <= AT_D (the host uses the plain kernel otherwise); global size
+ * (n_head * AT_THREADS, ceil(n_tokens / AT_Q)). */
+#define AT_Q 32
+#define AT_K 16
+#define AT_D 128
+#define AT_STRIDE (AT_D + 4)
+#define AT_THREADS (AT_Q * 4)
+
+kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_tiled(
+    global const float *q, global const half *kc, global const half *vc, global float *out, const int pos0,
+    const int n_tokens, const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width,
+    const int v_width, const float scale, const int window) {
+    local float ql[AT_Q * AT_STRIDE]; /* the block's queries, times scale */
+    local float kl[AT_K * AT_STRIDE], vl[AT_K * AT_STRIDE];
+    local float pl[AT_Q * AT_K]; /* the chunk's probabilities, [query][key] */
+    local float red_max[AT_THREADS], red_sum[AT_THREADS];
+    const int h = get_group_id(0), t0 = get_group_id(1) * AT_Q, lid = get_local_id(0);
+    const int hk = h / (n_head / n_head_kv), qi = lid / 4, sub = lid % 4;
+    const int n_q = min(AT_Q, n_tokens - t0);                 /* queries of this block */
+    const int pos = pos0 + t0 + min(qi, n_q - 1);             /* padding rows repeat the last */
+    const int my_first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+    const int first_pos = pos0 + t0, last_pos = pos0 + t0 + n_q - 1;
+    const int lo = window > 0 && first_pos + 1 > window ? first_pos + 1 - window : 0, hi = last_pos + 1;
+    const int dk4 = (dk + 3) / 4 * 4;
+    for (int e = lid; e < AT_Q * dk4; e += AT_THREADS) {
+        const int r = e / dk4, d = e % dk4, t = t0 + min(r, n_q - 1);
+        const size_t at = ((size_t)t * (size_t)n_head + (size_t)h) * (size_t)dk + (size_t)d;
+        ql[r * AT_STRIDE + d] = d < dk ? q[at] * scale : 0.0f;
+    }
+    global const half *kh = kc + (size_t)hk * (size_t)dk;
+    global const half *vh = vc + (size_t)hk * (size_t)dv;
+    float acc[AT_D / 4];
+    for (int i = 0; i < AT_D / 4; i++)
+        acc[i] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    for (int c0 = lo; c0 < hi; c0 += AT_K) {
+        const int n = min(AT_K, hi - c0);
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk's readers are done (and ql is stored) */
+        for (int e = lid; e < AT_K * dk4; e += AT_THREADS) {
+            const int r = e / dk4, d = e % dk4;
+            const size_t at = (size_t)(c0 + r) * (size_t)k_width + (size_t)d;
+            kl[r * AT_STRIDE + d] = r < n && d < dk ? vload_half(at, kh) : 0.0f;
+        }
+        for (int e = lid; e < AT_K * dv; e += AT_THREADS) {
+            const int r = e / dv, d = e % dv;
+            vl[r * AT_STRIDE + d] = r < n ? vload_half((size_t)(c0 + r) * (size_t)v_width + d, vh) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float s[4], mx = -INFINITY;
+        for (int j = 0; j < 4; j++) {
+            const int kj = sub * 4 + j, key = c0 + kj;
+            float4 a = 0.0f;
+            for (int d = 0; d < dk4; d += 4)
+                a = mad(vload4(0, ql + qi * AT_STRIDE + d), vload4(0, kl + kj * AT_STRIDE + d), a);
+            const bool seen = kj < n && key <= pos && key >= my_first;
+            s[j] = seen ? (a.x + a.y) + (a.z + a.w) : -INFINITY;
+            mx = fmax(mx, s[j]);
+        }
+        red_max[lid] = mx;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int g = qi * 4;
+        const float m_new =
+            fmax(m, fmax(fmax(red_max[g], red_max[g + 1]), fmax(red_max[g + 2], red_max[g + 3])));
+        float psum = 0.0f;
+        for (int j = 0; j < 4; j++) { /* a chunk with nothing seen yet leaves m = -inf and p = 0 */
+            const float p = s[j] == -INFINITY ? 0.0f : exp(s[j] - m_new);
+            pl[qi * AT_K + sub * 4 + j] = p;
+            psum += p;
+        }
+        red_sum[lid] = psum;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const float corr = m_new == -INFINITY ? 1.0f : exp(m - m_new); /* 0 while m = -inf */
+        l = l * corr + ((red_sum[g] + red_sum[g + 1]) + (red_sum[g + 2] + red_sum[g + 3]));
+        m = m_new;
+        for (int i = 0; i < AT_D / 4; i++) {
+            const int d = sub + 4 * i;
+            if (d < dv) {
+                float a = 0.0f;
+                for (int j = 0; j < AT_K; j++)
+                    a = mad(pl[qi * AT_K + j], vl[j * AT_STRIDE + d], a);
+                acc[i] = mad(acc[i], corr, a);
+            }
+        }
+    }
+    if (qi >= n_q)
+        return;
+    const float inv = 1.0f / l;
+    global float *o = out + ((size_t)(t0 + qi) * (size_t)n_head + (size_t)h) * (size_t)dv;
+    for (int i = 0; i < AT_D / 4; i++) {
+        const int d = sub + 4 * i;
+        if (d < dv)
+            o[d] = acc[i] * inv;
+    }
+}

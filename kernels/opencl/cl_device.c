@@ -42,6 +42,8 @@ void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
             return; /* nothing to do */
         rounded[d] = (global[d] + local[d] - 1) / local[d] * local[d];
     }
+    if (!cl->keep_x8)
+        cl->x8_of = NULL; /* the kernel may write the buffer x8 was rounded from */
     cl_int rc = cl->api.EnqueueNDRangeKernel(cl->queue, kernel, dims, NULL, rounded, local, 0, NULL,
                                              tern_cl_profile_slot(cl));
     if (rc != CL_SUCCESS)
@@ -59,8 +61,17 @@ const char *tern_cl_program_origin(const tern_cl *cl) {
     return cl->origin;
 }
 
+const char *tern_cl_products_name(const tern_cl *cl) {
+    static const char *const names[] = {"f32", "int8 portable", "int8 dp4a"};
+    return names[cl->tune.dot8];
+}
+
 const char *tern_cl_gemm_name(const tern_cl *cl) {
     return cl->gemm == TERN_CL_GEMM_CLBLAST ? "clblast" : "tiled";
+}
+
+int64_t tern_cl_gemm_min_m(const tern_cl *cl) {
+    return cl->gemm_min_m;
 }
 
 uint64_t tern_cl_memory_used(const tern_cl *cl) {
@@ -98,11 +109,20 @@ tern_status tern_cl_alloc(tern_cl *cl, size_t bytes, const void *host, cl_mem *o
                               "a buffer of %zu bytes is over %s's allocation limit (%llu)", bytes,
                               cl->info.name, (unsigned long long)cl->info.max_alloc);
     cl_int rc;
-    const cl_mem_flags flags = CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0);
-    cl_mem m = cl->api.CreateBuffer(cl->context, flags, bytes, (void *)host, &rc);
+    cl_mem m = cl->api.CreateBuffer(cl->context, CL_MEM_READ_WRITE, bytes, NULL, &rc);
     if (!m || rc != CL_SUCCESS)
         return tern_error_set(err, TERN_ERR_BACKEND, "cannot allocate %zu bytes on %s: %s", bytes,
                               cl->info.name, tern_cl_status_name(rc));
+    /* A blocking write rather than CL_MEM_COPY_HOST_PTR: NVIDIA's driver keeps a copied host
+     * pointer's data on the host and moves it at the buffer's first use, so a 7B model's 3.8 GB
+     * crossed to the GPU inside the first prefill (~850 ms of it); written here, it crosses
+     * during the load, and a device that is out of memory says so now. */
+    if (host && (rc = cl->api.EnqueueWriteBuffer(cl->queue, m, CL_TRUE, 0, bytes, host, 0, NULL, NULL)) !=
+                    CL_SUCCESS) {
+        cl->api.ReleaseMemObject(m);
+        return tern_error_set(err, TERN_ERR_BACKEND, "cannot fill %zu bytes on %s: %s", bytes, cl->info.name,
+                              tern_cl_status_name(rc));
+    }
     cl->bytes += bytes;
     *out = m;
     return TERN_OK;
@@ -111,6 +131,8 @@ tern_status tern_cl_alloc(tern_cl *cl, size_t bytes, const void *host, cl_mem *o
 void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes) {
     if (!mem)
         return;
+    if (mem == cl->x8_of)
+        cl->x8_of = NULL; /* a later buffer may get the same handle */
     cl->api.ReleaseMemObject(mem);
     cl->bytes -= bytes <= cl->bytes ? bytes : cl->bytes;
 }
@@ -147,6 +169,8 @@ tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, v
 
 tern_status tern_cl_write(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, const void *host,
                           tern_error *err) {
+    if (mem == cl->x8_of)
+        cl->x8_of = NULL; /* x8 no longer holds what it was rounded from */
     if (!cl->failed) {
         const double t0 = tern_cl_profile_clock(cl);
         cl_int rc = cl->api.EnqueueWriteBuffer(cl->queue, mem, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
@@ -161,6 +185,8 @@ tern_status tern_cl_write(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, 
 }
 
 void tern_cl_copy(tern_cl *cl, cl_mem src, size_t src_offset, cl_mem dst, size_t dst_offset, size_t bytes) {
+    if (dst == cl->x8_of)
+        cl->x8_of = NULL;
     if (cl->failed || bytes == 0)
         return;
     cl_int rc = cl->api.EnqueueCopyBuffer(cl->queue, src, dst, src_offset, dst_offset, bytes, 0, NULL, NULL);
@@ -240,10 +266,18 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
         {"attention", (size_t)t->att_wgs, &cl->attention},
         {"attention_merge", (size_t)t->att_wgs, &cl->attention_merge},
         {"rope_kv", (size_t)t->ew_wgs, &cl->rope_kv},
+        {"quantize_x8", (size_t)t->ew_wgs, &cl->quantize_x8},
+        {"attention_tiled", 0, &cl->attention_tiled}, /* used where it fits: below */
         {"read_bw", 0, &cl->read_bw}, /* any work-group size: cl_bandwidth.c asks the kernel */
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0] && st == TERN_OK; i++)
         st = make_kernel(cl, ops[i].name, ops[i].local, ops[i].out, err);
+    /* attention.cl's AT_THREADS work-items and ~37 KB of local memory */
+    size_t allowed = 0;
+    cl->att_tiled = st == TERN_OK &&
+                    cl->api.GetKernelWorkGroupInfo(cl->attention_tiled, cl->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                                   sizeof allowed, &allowed, NULL) == CL_SUCCESS &&
+                    allowed >= TERN_CL_AT_THREADS && cl->info.local_mem >= TERN_CL_AT_LOCAL_BYTES;
     return st;
 }
 
@@ -261,8 +295,11 @@ tern_status tern_cl_set_gemm(tern_cl *cl, tern_cl_gemm_path path, int64_t min_m,
     if (path == TERN_CL_GEMM_CLBLAST && !cl->sgemm)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "CLBlast is not available (libclblast.so.1 not found)");
-    if (path == TERN_CL_GEMM_AUTO) /* CLBlast is tuned for GPUs; on a CPU device ours is no worse */
-        path = cl->sgemm && cl->info.is_gpu ? TERN_CL_GEMM_CLBLAST : TERN_CL_GEMM_TILED;
+    /* CLBlast is tuned for GPUs; on a CPU device ours is no worse, and on NVIDIA ours reading the
+     * quantized weights ran 22-24 TFLOP/s against CLBlast's 13-18 with the dequantized tiles */
+    if (path == TERN_CL_GEMM_AUTO)
+        path = cl->sgemm && cl->info.is_gpu && !tern_cl_nvidia_gpu(&cl->info) ? TERN_CL_GEMM_CLBLAST
+                                                                              : TERN_CL_GEMM_TILED;
     cl->gemm = path;
     cl->gemm_min_m = min_m;
     return TERN_OK;
@@ -353,15 +390,16 @@ void tern_cl_free(tern_cl *cl) {
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (typed[i][t])
                 cl->api.ReleaseKernel(typed[i][t]);
-    cl_kernel ops[] = {cl->rmsnorm, cl->add_rmsnorm, cl->rope,     cl->glu,
-                       cl->add,     cl->add_bias,    cl->kv_store, cl->attention, cl->read_bw,
-                       cl->attention_merge, cl->rope_kv};
+    cl_kernel ops[] = {cl->rmsnorm,  cl->add_rmsnorm, cl->rope,           cl->glu,     cl->add,
+                       cl->add_bias, cl->kv_store,    cl->attention,      cl->read_bw, cl->attention_merge,
+                       cl->rope_kv,  cl->quantize_x8, cl->attention_tiled};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i])
             cl->api.ReleaseKernel(ops[i]);
     tern_cl_release(cl, cl->tile, cl->tile_bytes);
     tern_cl_release(cl, cl->ids, cl->ids_bytes);
     tern_cl_release(cl, cl->att_part, cl->att_part_bytes);
+    tern_cl_release(cl, cl->x8, cl->x8_bytes);
     if (cl->program)
         cl->api.ReleaseProgram(cl->program);
     if (cl->queue)

@@ -5,6 +5,8 @@
 #ifndef TERN_KERNELS_OPENCL_CL_INTERNAL_H
 #define TERN_KERNELS_OPENCL_CL_INTERNAL_H
 
+#include <string.h>
+
 #include "gguf/error.h"
 #include "kernels/opencl/opencl.h"
 
@@ -61,6 +63,7 @@ const char *tern_cl_status_name(cl_int status);
 /* Values of the -D tunables the program was built with; the host sizes its launches by them. */
 typedef struct tern_cl_tunables {
     int mv_wgs, mv_rows;            /* matvec.cl */
+    int dot8;                       /* common.cl's DOT8: 0 f32 products, 1 int8 portable, 2 dp4a */
     int mm_tn, mm_tm, mm_wn, mm_wm; /* matmul.cl */
     int norm_wgs, ew_wgs;           /* ops.cl */
     int att_wgs, att_max_d;         /* attention.cl */
@@ -110,7 +113,9 @@ struct tern_cl {
         matvec3[TERN_TYPE_COUNT], matvec_glu[TERN_TYPE_COUNT];
     /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3, [4] matvec_glu */
     char names[5][TERN_TYPE_COUNT][20];
-    cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv;
+    cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
+        quantize_x8, attention_tiled;
+    bool att_tiled;    /* attention_tiled fits the device (work-group and local memory) */
     cl_kernel read_bw; /* bandwidth.cl: the read-bandwidth probe (cl_bandwidth.c) */
 
     /* prefill products */
@@ -123,6 +128,13 @@ struct tern_cl {
     size_t ids_bytes;
     cl_mem att_part; /* attention spans' partial results, grown on first use */
     size_t att_part_bytes;
+    cl_mem x8; /* decode products' activations rounded to 8 bits (DOT8), grown on first use */
+    size_t x8_bytes;
+    /* x8 holds x8_of (x8_m rows of x8_k) rounded, as long as only products (which read their x)
+     * have launched since: tern_cl_launch forgets it on any other launch (keep_x8 false). */
+    cl_mem x8_of;
+    int64_t x8_m, x8_k;
+    bool keep_x8;
 
     long fail_after; /* TERN_OPENCL_FAIL_AFTER: launches until an injected failure (tests), 0 = never */
     tern_cl_profile *profile; /* TERN_OPENCL_PROFILE=1, else NULL */
@@ -130,6 +142,20 @@ struct tern_cl {
     tern_status failed;
     char failure[TERN_ERROR_MESSAGE_MAX];
 };
+
+/* attention.cl's attention_tiled: AT_THREADS work-items, AT_Q queries per work-group, head
+ * sizes up to AT_D, and the local memory of its arrays ((AT_Q + 2 AT_K) rows of AT_D + 4 floats,
+ * AT_Q x AT_K probabilities, two AT_THREADS reductions). */
+#define TERN_CL_AT_THREADS 128
+#define TERN_CL_AT_Q 32
+#define TERN_CL_AT_D 128
+#define TERN_CL_AT_LOCAL_BYTES (4u * ((32u + 2u * 16u) * 132u + 32u * 16u + 2u * 128u))
+
+/* NVIDIA GPUs get defaults measured on one (docs/benchmarks.md): int8 decode products with dp4a,
+ * larger prefill tiles, and our tiled prefill kernel rather than CLBlast. */
+static inline bool tern_cl_nvidia_gpu(const tern_cl_device_info *d) {
+    return d->is_gpu && strstr(d->vendor, "NVIDIA") != NULL;
+}
 
 /* Remembers the first failure: "<what>: <CL status name>" (later ones are dropped). */
 void tern_cl_fail(tern_cl *cl, const char *what, cl_int rc);
@@ -144,6 +170,13 @@ typedef struct tern_cl_arg {
 /* Grows a scratch buffer to at least `bytes` (first use of a larger size only); false, with the
  * failure remembered in cl, when the device cannot allocate it. */
 bool tern_cl_ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes);
+
+/* The buffer a norm over n_rows rows of `width` should also round to 8 bits for the int8
+ * products that follow (cl->x8, grown to fit), or NULL when the products are f32, the batch
+ * takes the prefill path, or width is not a multiple of 32. After its launch, tern_cl_x8_holds
+ * records what x8 holds. */
+cl_mem tern_cl_x8_for(tern_cl *cl, int64_t width, int64_t n_rows);
+void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows);
 
 /* Sets the arguments and enqueues `kernel` (named `name` in failure messages and the profile)
  * over `global` work-items in groups of `local`; each global size is rounded up to a multiple of

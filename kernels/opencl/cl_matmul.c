@@ -103,6 +103,55 @@ static bool matmul_clblast(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_p
     return true;
 }
 
+void tern_cl_quantize_x8(tern_cl *cl, cl_mem x, int64_t m, int64_t k, cl_mem out) {
+    const cl_int kk = (cl_int)k;
+    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(kk), TERN_CL_ARG(out)};
+    const size_t global[2] = {(size_t)(k / 32), (size_t)m}, local[2] = {(size_t)cl->tune.ew_wgs, 1};
+    tern_cl_launch(cl, cl->quantize_x8, "quantize_x8", 3, args, 2, global, local, (uint64_t)(m * k) * 5);
+}
+
+static size_t x8_bytes(int64_t width, int64_t n_rows) {
+    return (size_t)(n_rows * width) + (size_t)(n_rows * (width / 32)) * 2;
+}
+
+cl_mem tern_cl_x8_for(tern_cl *cl, int64_t width, int64_t n_rows) {
+    if (cl->tune.dot8 == 0 || n_rows >= cl->gemm_min_m || width % 32 != 0 ||
+        !tern_cl_ensure_scratch(cl, &cl->x8, &cl->x8_bytes, x8_bytes(width, n_rows)))
+        return NULL;
+    return cl->x8;
+}
+
+void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows) {
+    cl->x8_of = x;
+    cl->x8_k = width;
+    cl->x8_m = n_rows;
+}
+
+/* The activations a decode product over w reads: x itself, or x rounded to 8 bits in cl->x8
+ * when the products are int8 and w is quantized (matvec.cl's sums_x8): rounded by the norm
+ * that wrote x, or by a product before this one over the same x, or else now. */
+static cl_mem product_input(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m) {
+    const uint32_t t = w->type;
+    if (cl->tune.dot8 == 0 || t == TERN_TYPE_F32 || t == TERN_TYPE_F16 || t == TERN_TYPE_BF16)
+        return x;
+    if (cl->x8_of == x && cl->x8_m == m && cl->x8_k == w->k)
+        return cl->x8;
+    if (!tern_cl_ensure_scratch(cl, &cl->x8, &cl->x8_bytes, x8_bytes(w->k, m)))
+        return x; /* the failure is remembered; nothing more runs */
+    tern_cl_quantize_x8(cl, x, m, w->k, cl->x8);
+    tern_cl_x8_holds(cl, x, w->k, m);
+    return cl->x8;
+}
+
+/* A product's launch: it only reads its x, so what x8 holds stays valid. */
+static void product_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
+                           const tern_cl_arg *args, cl_uint dims, const size_t *global, const size_t *local,
+                           uint64_t bytes) {
+    cl->keep_x8 = true;
+    tern_cl_launch(cl, kernel, name, n_args, args, dims, global, local, bytes);
+    cl->keep_x8 = false;
+}
+
 /* The kernels read rows in pieces of 32 elements. */
 static bool whole_pieces(tern_cl *cl, const tern_cl_matrix *w) {
     if (w->k % 32 == 0)
@@ -117,17 +166,18 @@ void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, c
         return;
     const cl_ulong row_bytes = w->row_bytes;
     const cl_int k = (cl_int)w->k, y_stride = (cl_int)w->n_rows, mm = (cl_int)m;
+    const cl_mem xv = m < cl->gemm_min_m ? product_input(cl, w, x, m) : x; /* once for every part */
     for (int p = 0; p < w->n_parts && !cl->failed; p++) {
         const tern_cl_part *part = &w->parts[p];
         const cl_int rows = (cl_int)part->rows, y_offset = (cl_int)part->row0;
         if (m < cl->gemm_min_m) {
             const tern_cl_arg args[] = {TERN_CL_ARG(part->mem), TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows),
-                                        TERN_CL_ARG(k),         TERN_CL_ARG(x),         TERN_CL_ARG(y),
+                                        TERN_CL_ARG(k),         TERN_CL_ARG(xv),        TERN_CL_ARG(y),
                                         TERN_CL_ARG(y_stride),  TERN_CL_ARG(y_offset)};
             const size_t global[2] = {(size_t)((rows + t->mv_rows - 1) / t->mv_rows) * (size_t)t->mv_wgs,
                                       (size_t)m};
             const size_t local[2] = {(size_t)t->mv_wgs, 1};
-            tern_cl_launch(cl, cl->matvec[w->type], cl->names[0][w->type], 8, args, 2, global, local,
+            product_launch(cl, cl->matvec[w->type], cl->names[0][w->type], 8, args, 2, global, local,
                            (uint64_t)rows * w->row_bytes + (uint64_t)(m * (w->k + rows)) * 4);
             continue;
         }
@@ -163,6 +213,7 @@ void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, c
     const tern_cl_tunables *t = &cl->tune;
     const cl_ulong row_bytes = w[0]->row_bytes;
     const cl_int k = (cl_int)w[0]->k;
+    const cl_mem xv = product_input(cl, w[0], x, 1);
     cl_mem wm[3], ym[3];
     cl_int rows[3];
     size_t groups = 0;
@@ -176,10 +227,10 @@ void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, c
     }
     const tern_cl_arg args[] = {TERN_CL_ARG(wm[0]),     TERN_CL_ARG(wm[1]),   TERN_CL_ARG(wm[2]),
                                 TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows[0]), TERN_CL_ARG(rows[1]),
-                                TERN_CL_ARG(rows[2]),   TERN_CL_ARG(k),       TERN_CL_ARG(x),
+                                TERN_CL_ARG(rows[2]),   TERN_CL_ARG(k),       TERN_CL_ARG(xv),
                                 TERN_CL_ARG(ym[0]),     TERN_CL_ARG(ym[1]),   TERN_CL_ARG(ym[2])};
     const size_t global[1] = {groups * (size_t)t->mv_wgs}, local[1] = {(size_t)t->mv_wgs};
-    tern_cl_launch(cl, cl->matvec3[w[0]->type], cl->names[3][w[0]->type], 12, args, 1, global, local,
+    product_launch(cl, cl->matvec3[w[0]->type], cl->names[3][w[0]->type], 12, args, 1, global, local,
                    bytes + (uint64_t)k * 4);
 }
 
@@ -189,13 +240,18 @@ void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_m
     const tern_cl_tunables *t = &cl->tune;
     const cl_ulong row_bytes = gate->row_bytes;
     const cl_int rows = (cl_int)gate->n_rows, k = (cl_int)gate->k, g = gelu;
-    const tern_cl_arg args[] = {TERN_CL_ARG(gate->parts[0].mem), TERN_CL_ARG(up->parts[0].mem),
-                                TERN_CL_ARG(row_bytes),          TERN_CL_ARG(rows),
-                                TERN_CL_ARG(k),                  TERN_CL_ARG(x),
-                                TERN_CL_ARG(out),                TERN_CL_ARG(g)};
+    const cl_mem xv = product_input(cl, gate, x, 1);
+    const tern_cl_arg args[] = {TERN_CL_ARG(gate->parts[0].mem),
+                                TERN_CL_ARG(up->parts[0].mem),
+                                TERN_CL_ARG(row_bytes),
+                                TERN_CL_ARG(rows),
+                                TERN_CL_ARG(k),
+                                TERN_CL_ARG(xv),
+                                TERN_CL_ARG(out),
+                                TERN_CL_ARG(g)};
     const size_t global[1] = {(size_t)((rows + t->mv_rows - 1) / t->mv_rows) * (size_t)t->mv_wgs};
     const size_t local[1] = {(size_t)t->mv_wgs};
-    tern_cl_launch(cl, cl->matvec_glu[gate->type], cl->names[4][gate->type], 8, args, 1, global, local,
+    product_launch(cl, cl->matvec_glu[gate->type], cl->names[4][gate->type], 8, args, 1, global, local,
                    2 * (uint64_t)rows * gate->row_bytes + (uint64_t)(k + rows) * 4);
 }
 

@@ -8,24 +8,33 @@ static size_t round_up(int64_t n, int to) {
     return (size_t)((n + to - 1) / to * to);
 }
 
+/* The norms also round their output to 8 bits where int8 products will read it (ops.cl). */
 void tern_cl_rmsnorm(tern_cl *cl, cl_mem x, cl_mem w, int64_t width, int64_t n_rows, float eps, cl_mem y) {
     const cl_int n = (cl_int)width;
-    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(w), TERN_CL_ARG(n), TERN_CL_ARG(eps),
-                                TERN_CL_ARG(y)};
+    cl_mem x8 = tern_cl_x8_for(cl, width, n_rows);
+    const cl_int use_x8 = x8 != NULL;
+    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(w),  TERN_CL_ARG(n),     TERN_CL_ARG(eps),
+                                TERN_CL_ARG(y), TERN_CL_ARG(x8), TERN_CL_ARG(use_x8)};
     const size_t global[1] = {(size_t)n_rows * (size_t)cl->tune.norm_wgs},
                  local[1] = {(size_t)cl->tune.norm_wgs};
-    tern_cl_launch(cl, cl->rmsnorm, "rmsnorm", 5, args, 1, global, local, (uint64_t)(width * n_rows) * 8);
+    tern_cl_launch(cl, cl->rmsnorm, "rmsnorm", 7, args, 1, global, local, (uint64_t)(width * n_rows) * 8);
+    if (x8)
+        tern_cl_x8_holds(cl, y, width, n_rows);
 }
 
 void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem y, cl_mem w, int64_t width, int64_t n_rows, float eps,
                          cl_mem out) {
     const cl_int n = (cl_int)width;
-    const tern_cl_arg args[] = {TERN_CL_ARG(y), TERN_CL_ARG(t),   TERN_CL_ARG(w),
-                                TERN_CL_ARG(n), TERN_CL_ARG(eps), TERN_CL_ARG(out)};
+    cl_mem x8 = tern_cl_x8_for(cl, width, n_rows);
+    const cl_int use_x8 = x8 != NULL;
+    const tern_cl_arg args[] = {TERN_CL_ARG(y),   TERN_CL_ARG(t),   TERN_CL_ARG(w),  TERN_CL_ARG(n),
+                                TERN_CL_ARG(eps), TERN_CL_ARG(out), TERN_CL_ARG(x8), TERN_CL_ARG(use_x8)};
     const size_t global[1] = {(size_t)n_rows * (size_t)cl->tune.norm_wgs},
                  local[1] = {(size_t)cl->tune.norm_wgs};
-    tern_cl_launch(cl, cl->add_rmsnorm, "add_rmsnorm", 6, args, 1, global, local,
+    tern_cl_launch(cl, cl->add_rmsnorm, "add_rmsnorm", 8, args, 1, global, local,
                    (uint64_t)(width * n_rows) * 16);
+    if (x8)
+        tern_cl_x8_holds(cl, out, width, n_rows);
 }
 
 void tern_cl_rope(tern_cl *cl, cl_mem x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
@@ -84,6 +93,26 @@ void tern_cl_rope_kv(tern_cl *cl, const tern_cl_rope_kv_args *a) {
 void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out) {
     /* the longest key range of the batch: its last query's */
     const int64_t pos = s->pos0 + s->n_tokens - 1;
+    if (cl->att_tiled && s->n_tokens >= TERN_CL_AT_Q / 2 && s->head_dim_k <= TERN_CL_AT_D &&
+        s->head_dim_v <= TERN_CL_AT_D) { /* a prefill batch: queries share their keys' loads */
+        const cl_int p0 = (cl_int)s->pos0, nt = (cl_int)s->n_tokens, nh = (cl_int)s->n_head,
+                     nkv = (cl_int)s->n_head_kv, dk = (cl_int)s->head_dim_k, dv = (cl_int)s->head_dim_v,
+                     kw = (cl_int)s->k_width, vw = (cl_int)s->v_width, win = (cl_int)s->window;
+        const float scale = s->scale;
+        const tern_cl_arg args[] = {TERN_CL_ARG(q),     TERN_CL_ARG(kc), TERN_CL_ARG(vc), TERN_CL_ARG(out),
+                                    TERN_CL_ARG(p0),    TERN_CL_ARG(nt), TERN_CL_ARG(nh), TERN_CL_ARG(nkv),
+                                    TERN_CL_ARG(dk),    TERN_CL_ARG(dv), TERN_CL_ARG(kw), TERN_CL_ARG(vw),
+                                    TERN_CL_ARG(scale), TERN_CL_ARG(win)};
+        const size_t global[2] = {(size_t)s->n_head * TERN_CL_AT_THREADS,
+                                  (size_t)((s->n_tokens + TERN_CL_AT_Q - 1) / TERN_CL_AT_Q)};
+        const size_t local[2] = {TERN_CL_AT_THREADS, 1};
+        const int64_t keys = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
+        tern_cl_launch(cl, cl->attention_tiled, "attention_tiled", 14, args, 2, global, local,
+                       (uint64_t)(s->n_tokens / TERN_CL_AT_Q + 1) *
+                           (uint64_t)(keys * (s->k_width + s->v_width)) * 2 /
+                           (uint64_t)(s->n_head / s->n_head_kv));
+        return;
+    }
     const int64_t keys = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
     const cl_int span = (cl_int)attention_span(cl, s, keys);
     const int n_splits = (int)((keys + span - 1) / span);

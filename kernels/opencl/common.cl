@@ -56,6 +56,29 @@ typedef char tern_check_q8_0[sizeof(tern_block_q8_0) == 34 ? 1 : -1];
 
 #define PIECE 32
 
+/* DOT8: how decode products over quantized weights multiply. 0: in f32, levels converted to
+ * floats. Otherwise x is first rounded to 8 bits per block of 32 (quantize_x8) and levels times
+ * x are summed in integers:
+ *   1  in portable C (any device: the tests' path on PoCL)
+ *   2  with NVIDIA's dp4a, four bytes per instruction, through inline PTX (NVIDIA's OpenCL
+ *      compiler takes PTX in asm statements)
+ * The host picks the default from the device and rebuilds with 0 if a build fails. */
+#ifndef DOT8
+#define DOT8 0
+#endif
+
+/* acc + the four unsigned bytes of a times the four signed bytes of b. */
+static inline int dot4(const uint a, const uint b, const int acc) {
+#if DOT8 == 2
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(acc));
+    return d;
+#else
+    const int4 p = convert_int4(as_uchar4(a)) * convert_int4(as_char4(b));
+    return acc + ((p.x + p.y) + (p.z + p.w));
+#endif
+}
+
 /* Work-group size of the element-wise kernels. */
 #ifndef EW_WGS
 #define EW_WGS 64
@@ -157,9 +180,9 @@ static inline uint4 spread_qh(const uint qh) {
 }
 
 /* The 32-element formats: byte j of qs holds element j (low nibble) and j + 16 (high nibble). */
-static inline void unpack_nibbles32(const uint4 w, const uint4 high5, float *q) {
-    store_levels((w & 0x0F0F0F0Fu) | (high5 & 0x10101010u), ((w >> 4) & 0x0F0F0F0Fu) | ((high5 >> 1) & 0x10101010u),
-                 q);
+static inline void nibbles32(const uint4 w, const uint4 high5, uint4 *lo, uint4 *hi) {
+    *lo = (w & 0x0F0F0F0Fu) | (high5 & 0x10101010u);
+    *hi = ((w >> 4) & 0x0F0F0F0Fu) | ((high5 >> 1) & 0x10101010u);
 }
 
 /* Loads of piece p of a row. Alignment: K-quant and Q4_1/Q5_1 blocks are 16- or 4-byte
@@ -238,20 +261,21 @@ static inline piece_raw load_piece(const int type, global const uchar *row, cons
     return r;
 }
 
-/* The levels, zeros, scales and addends of a loaded piece (see the top of this file). The type
- * is a compile-time constant in every caller, so the switch folds away. */
-static inline void unpack_raw(const int type, const piece_raw r, const int p, float *q, float *z, float *s,
-                              float *a) {
+/* The levels of a loaded piece of a quantized type as 32 unsigned bytes (lo: levels 0..15, hi:
+ * 16..31, run after run), and per run its zero, scale and addend (see the top of this file). The
+ * type is a compile-time constant in every caller, so the switch folds away. */
+static inline void piece_levels(const int type, const piece_raw r, const int p, uint4 *lo, uint4 *hi,
+                                float *z, float *s, float *a) {
     switch (type) {
     case T_Q4_K:
     case T_Q5_K: {
         const int c = (p & 7) >> 1;
-        uint4 lo = r.a & 0x0F0F0F0Fu, hi = (r.a >> 4) & 0x0F0F0F0Fu;
+        *lo = r.a & 0x0F0F0F0Fu;
+        *hi = (r.a >> 4) & 0x0F0F0F0Fu;
         if (type == T_Q5_K) {
-            lo |= ((r.c >> (uint)(2 * c)) & 0x01010101u) << 4;
-            hi |= ((r.c >> (uint)(2 * c + 1)) & 0x01010101u) << 4;
+            *lo |= ((r.c >> (uint)(2 * c)) & 0x01010101u) << 4;
+            *hi |= ((r.c >> (uint)(2 * c + 1)) & 0x01010101u) << 4;
         }
-        store_levels(lo, hi, q);
         float s0, m0, s1, m1;
         k_scale_min(r.b, 2 * c, &s0, &m0);
         k_scale_min(r.b, 2 * c + 1, &s1, &m1);
@@ -264,11 +288,10 @@ static inline void unpack_raw(const int type, const piece_raw r, const int p, fl
         const uint m = 0x0F0F0F0Fu, top = 0x30303030u;
         /* run j takes its low nibble from qa (j even) or qb (j odd), low or high half (j >= 2),
          * and its top two bits from bits 2j+1..2j of qh, moved to bits 5..4. */
-        store_levels((uint4)((qa.x & m) | ((qh.x << 4) & top), (qa.y & m) | ((qh.y << 4) & top),
-                             (qb.x & m) | ((qh.x << 2) & top), (qb.y & m) | ((qh.y << 2) & top)),
-                     (uint4)(((qa.x >> 4) & m) | (qh.x & top), ((qa.y >> 4) & m) | (qh.y & top),
-                             ((qb.x >> 4) & m) | ((qh.x >> 2) & top), ((qb.y >> 4) & m) | ((qh.y >> 2) & top)),
-                     q);
+        *lo = (uint4)((qa.x & m) | ((qh.x << 4) & top), (qa.y & m) | ((qh.y << 4) & top),
+                      (qb.x & m) | ((qh.x << 2) & top), (qb.y & m) | ((qh.y << 2) & top));
+        *hi = (uint4)(((qa.x >> 4) & m) | (qh.x & top), ((qa.y >> 4) & m) | (qh.y & top),
+                      ((qb.x >> 4) & m) | ((qh.x >> 2) & top), ((qb.y >> 4) & m) | ((qh.y >> 2) & top));
         /* signed scale bytes 2j + odd of the 8 loaded (r.b.z: bytes 0..3, r.b.w: 4..7) */
         const uint odd = 8u * r.c.x;
         const float s0 = sbyte(r.b.z >> odd), s1 = sbyte(r.b.z >> (16u + odd));
@@ -280,26 +303,38 @@ static inline void unpack_raw(const int type, const piece_raw r, const int p, fl
         break;
     }
     case T_Q4_0:
-        unpack_nibbles32(r.a, (uint4)0, q);
+        nibbles32(r.a, (uint4)0, lo, hi);
         set_run(z, s, a, 0, 8.0f, r.d, -0.0f);
         break;
     case T_Q4_1:
-        unpack_nibbles32(r.a, (uint4)0, q);
+        nibbles32(r.a, (uint4)0, lo, hi);
         set_run(z, s, a, 0, 0.0f, r.d, r.m);
         break;
     case T_Q5_0:
-        unpack_nibbles32(r.a, spread_qh(r.c.x), q);
+        nibbles32(r.a, spread_qh(r.c.x), lo, hi);
         set_run(z, s, a, 0, 16.0f, r.d, -0.0f);
         break;
     case T_Q5_1:
-        unpack_nibbles32(r.a, spread_qh(r.c.x), q);
+        nibbles32(r.a, spread_qh(r.c.x), lo, hi);
         set_run(z, s, a, 0, 0.0f, r.d, r.m);
         break;
-    case T_Q8_0:
-        /* int8 levels: flipping the sign bit gives q + 128 as an unsigned byte */
-        store_levels(r.a ^ 0x80808080u, r.b ^ 0x80808080u, q);
+    default: /* T_Q8_0: int8 levels; flipping the sign bit gives q + 128 as an unsigned byte */
+        *lo = r.a ^ 0x80808080u;
+        *hi = r.b ^ 0x80808080u;
         set_run(z, s, a, 0, 128.0f, r.d, -0.0f);
         break;
+    }
+}
+
+static inline bool is_float_type(const int type) {
+    return type == T_F32 || type == T_F16 || type == T_BF16;
+}
+
+/* The levels of a loaded piece as floats in q (F32, F16, BF16: the values themselves, with zero
+ * 0, scale 1 and addend -0). */
+static inline void unpack_raw(const int type, const piece_raw r, const int p, float *q, float *z, float *s,
+                              float *a) {
+    switch (type) {
     case T_F16:
         for (int i = 0; i < PIECE; i += 4)
             vstore4(vload_half4(0, (global const half *)r.row + PIECE * p + i), 0, q + i);
@@ -312,11 +347,17 @@ static inline void unpack_raw(const int type, const piece_raw r, const int p, fl
         }
         set_run(z, s, a, 0, 0.0f, 1.0f, -0.0f);
         break;
-    default: /* T_F32 */
+    case T_F32:
         for (int i = 0; i < PIECE; i += 4)
             vstore4(vload4(0, (global const float *)r.row + PIECE * p + i), 0, q + i);
         set_run(z, s, a, 0, 0.0f, 1.0f, -0.0f);
         break;
+    default: {
+        uint4 lo, hi;
+        piece_levels(type, r, p, &lo, &hi, z, s, a);
+        store_levels(lo, hi, q);
+        break;
+    }
     }
 }
 

@@ -5,7 +5,10 @@
  *  - one work-group computes MV_ROWS rows: each piece of x (32 floats) is loaded once and
  *    reused for every row, which keeps x's cache traffic below W's;
  *  - its MV_WGS work-items take consecutive pieces of the same rows, so their loads of W are
- *    consecutive bytes (coalesced); the partial sums meet in one local-memory reduction.
+ *    consecutive bytes (coalesced); the partial sums meet in one local-memory reduction;
+ *  - with DOT8 on (common.cl), quantized weights meet x rounded to 8 bits: the levels stay
+ *    bytes and four products are one instruction, where converting every level to a float
+ *    costs more integer instructions per weight than a GPU's memory leaves time for.
  *
  *   y[tok * y_stride + row] = sum_k W[row][k] * x[tok * k + k']   (over the piece columns)
  *
@@ -21,17 +24,13 @@
 #define MV_ROWS 4
 #endif
 
-/* The sums of rows group * MV_ROWS + j of token get_group_id(1) in red[j * MV_WGS], visible to
- * every work-item on return. */
-static inline void matvec_sums(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                               const int k, global const float *x, local float *red, const int group) {
-    const int lid = get_local_id(0), row0 = group * MV_ROWS, tok = get_group_id(1);
+/* Adds the products of this work-item's pieces of rows row0 .. row0 + MV_ROWS - 1 with x (f32,
+ * k per token) to acc, in f32. */
+static inline void sums_f32(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+                            const int k, global const float *x, const int row0, float *acc) {
     const int runs = piece_runs(type), run_len = PIECE / runs, n_pieces = k / PIECE;
-    x += (size_t)tok * (size_t)k;
-    float acc[MV_ROWS];
-    for (int j = 0; j < MV_ROWS; j++)
-        acc[j] = 0.0f;
-    for (int p = lid; p < n_pieces; p += MV_WGS) {
+    x += (size_t)get_group_id(1) * (size_t)k;
+    for (int p = get_local_id(0); p < n_pieces; p += MV_WGS) {
         /* every load of the piece first, for all rows (see load_piece) */
         piece_raw raw[MV_ROWS];
         for (int j = 0; j < MV_ROWS; j++) /* rows past the end repeat the last one (not stored) */
@@ -59,6 +58,68 @@ static inline void matvec_sums(const int type, global const uchar *w, const ulon
             }
         }
     }
+}
+
+/* The same with x rounded to 8 bits (quantize_x8's layout: the m tokens' levels, then their f16
+ * scales, m = the launch's token count): the levels times x's levels summed in integers, four
+ * bytes per dot4, then scaled once per run. Each run of a piece lies in one block of 32 of x. */
+static inline void sums_x8(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+                           const int k, global const uchar *xq, const int row0, float *acc) {
+    const int runs = piece_runs(type), words = 8 / runs, n_pieces = k / PIECE;
+    const size_t tok = get_group_id(1), m = get_num_groups(1);
+    global const half *xd = (global const half *)(xq + m * (size_t)k) + tok * (size_t)(k / 32);
+    xq += tok * (size_t)k;
+    for (int p = get_local_id(0); p < n_pieces; p += MV_WGS) {
+        piece_raw raw[MV_ROWS];
+        for (int j = 0; j < MV_ROWS; j++)
+            raw[j] = load_piece(type, w + (ulong)min(row0 + j, n_rows - 1) * row_bytes, p);
+        uint xw[8];
+        float dx[4], dxs[4]; /* per run: x's scale, and the scale times the sum of x's levels */
+        for (int r = 0; r < runs; r++) {
+            const int at = run_start(type, p, r);
+            global const uint *src = (global const uint *)(xq + at); /* 8-byte aligned */
+            if (words == 8) {
+                const uint8 v = vload8(0, src);
+                vstore8(v, 0, xw);
+            } else if (words == 4) {
+                vstore4(vload4(0, src), r, xw);
+            } else {
+                vstore2(vload2(0, src), r, xw);
+            }
+            dx[r] = vload_half(at / 32, xd);
+            int t = 0;
+            for (int i = r * words; i < (r + 1) * words; i++)
+                t = dot4(0x01010101u, xw[i], t);
+            dxs[r] = dx[r] * (float)t;
+        }
+        for (int j = 0; j < MV_ROWS; j++) {
+            uint4 lo, hi;
+            float z[4], s[4], a[4];
+            piece_levels(type, raw[j], p, &lo, &hi, z, s, a);
+            const uint lw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+            for (int r = 0; r < runs; r++) {
+                int t = 0;
+                for (int i = r * words; i < (r + 1) * words; i++)
+                    t = dot4(lw[i], xw[i], t);
+                acc[j] += s[r] * (dx[r] * (float)t) + (a[r] - s[r] * z[r]) * dxs[r];
+            }
+        }
+    }
+}
+
+/* The sums of rows group * MV_ROWS + j of token get_group_id(1) in red[j * MV_WGS], visible to
+ * every work-item on return. x is f32, or quantize_x8's output where DOT8 is on and the weights
+ * are quantized. */
+static inline void matvec_sums(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+                               const int k, global const float *x, local float *red, const int group) {
+    const int lid = get_local_id(0), row0 = group * MV_ROWS;
+    float acc[MV_ROWS];
+    for (int j = 0; j < MV_ROWS; j++)
+        acc[j] = 0.0f;
+    if (DOT8 && !is_float_type(type))
+        sums_x8(type, w, row_bytes, n_rows, k, (global const uchar *)x, row0, acc);
+    else
+        sums_f32(type, w, row_bytes, n_rows, k, x, row0, acc);
     for (int j = 0; j < MV_ROWS; j++)
         red[j * MV_WGS + lid] = acc[j];
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -128,3 +189,35 @@ MATVEC_KERNEL(q8_0, T_Q8_0)
 MATVEC_KERNEL(q4_k, T_Q4_K)
 MATVEC_KERNEL(q5_k, T_Q5_K)
 MATVEC_KERNEL(q6_k, T_Q6_K)
+
+/* Block b (32 floats at src + 32 b) of a row rounded to 8 bits as quant/'s Q8_0 rounds it (d =
+ * max |x| / 127, stored as f16; levels round(x / d), saturated): its levels at levels + 32 b and
+ * its scale at scales[b]. quantize_x8 and the norms' fused output (ops.cl) share it, so both give
+ * the same bytes. */
+static inline void quantize_block32(global const float *src, const int b, global uchar *levels,
+                                    global half *scales) {
+    global const float4 *v4 = (global const float4 *)(src + 32 * b);
+    float4 v[8];
+    float amax = 0.0f;
+    for (int i = 0; i < 8; i++) {
+        v[i] = v4[i];
+        const float4 a = fabs(v[i]);
+        amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
+    }
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    global char4 *dst = (global char4 *)(levels + 32 * b);
+    for (int i = 0; i < 8; i++)
+        dst[i] = convert_char4_sat(round(v[i] * id)); /* NaN gives 0, as in quant/ */
+    vstore_half(d, (size_t)b, scales);
+}
+
+/* quantize_x8: x (m rows of k floats, k a multiple of 32) rounded to 8 bits per block of 32
+ * (quantize_block32) into out: the m * k levels, then the m * k / 32 scales. Global size
+ * (k / 32, m) with the first rounded up to the work-group. */
+kernel void quantize_x8(global const float *x, const int k, global uchar *out) {
+    const int b = get_global_id(0), tok = get_global_id(1);
+    const size_t m = get_global_size(1);
+    if (b < k / 32)
+        quantize_block32(x + (size_t)tok * (size_t)k, b, out + (size_t)tok * (size_t)k,
+                         (global half *)(out + m * (size_t)k) + (size_t)tok * (size_t)(k / 32));
+}

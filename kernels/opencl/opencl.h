@@ -77,9 +77,13 @@ const tern_cl_device_info *tern_cl_device(const tern_cl *cl);
 /* "built", or "from the cache <path>"; and the gemm path in use ("clblast", "tiled"). */
 const char *tern_cl_program_origin(const tern_cl *cl);
 const char *tern_cl_gemm_name(const tern_cl *cl);
+/* How decode products over quantized weights multiply (the DOT8 tunable): "f32", or x rounded
+ * to 8 bits with "int8 portable" or "int8 dp4a" sums. */
+const char *tern_cl_products_name(const tern_cl *cl);
 /* Choose the prefill path and the smallest batch that uses it (smaller ones use the matvec
  * kernel once per token). Returns TERN_ERR_UNSUPPORTED when CLBlast is asked for and absent. */
 tern_status tern_cl_set_gemm(tern_cl *cl, tern_cl_gemm_path path, int64_t min_m, tern_error *err);
+int64_t tern_cl_gemm_min_m(const tern_cl *cl);
 /* Device memory allocated through this handle, in bytes. */
 uint64_t tern_cl_memory_used(const tern_cl *cl);
 
@@ -124,7 +128,12 @@ void tern_cl_matrix_free(tern_cl *cl, tern_cl_matrix *w);
 
 /* ---- ops (enqueued; failures are reported by tern_cl_finish) ---- */
 
-/* y[i][r] = sum_j W[r][j] x[i][j] for i < m; x is [m][k], y is [m][n_rows]. */
+/* x ([m][k] floats, k a multiple of 32) rounded to 8 bits per block of 32 as quant/'s Q8_0 rounds
+ * it, into out (m * k + m * k / 16 bytes): the m * k int8 levels, then the f16 scales. */
+void tern_cl_quantize_x8(tern_cl *cl, cl_mem x, int64_t m, int64_t k, cl_mem out);
+
+/* y[i][r] = sum_j W[r][j] x[i][j] for i < m; x is [m][k], y is [m][n_rows]. With int8 products
+ * (tern_cl_products_name) the decode sizes use x as tern_cl_quantize_x8 rounds it. */
 void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, cl_mem y);
 /* y[j] = w[j] x for n <= 3 matrices and one token (x: k floats) in one launch, when they can
  * share it: the same type and k, each in one part (tern_cl_matmul_can_share). */

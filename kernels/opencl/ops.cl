@@ -62,13 +62,26 @@ static inline void scale_row(global const float *x, global const float *w, const
         y[j] = x[j] * scale * w[j];
 }
 
-kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void rmsnorm(global const float *x,
-                                                                           global const float *w, const int n,
-                                                                           const float eps, global float *y) {
+/* With x8 set (decode with int8 products, n a multiple of 32), the norm's output row is also
+ * rounded to 8 bits into x8 in quantize_x8's layout (rows = the launch's work-groups), so the
+ * products that read it need no quantize_x8 launch. */
+static inline void norm_x8(global const float *out_row, const int n, global uchar *x8) {
+    barrier(CLK_GLOBAL_MEM_FENCE); /* the row's stores by every work-item are visible */
+    const size_t r = get_group_id(0), rows = get_num_groups(0);
+    for (int b = get_local_id(0); b < n / 32; b += NORM_WGS)
+        quantize_block32(out_row, b, x8 + r * (size_t)n,
+                         (global half *)(x8 + rows * (size_t)n) + r * (size_t)(n / 32));
+}
+
+kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void rmsnorm(
+    global const float *x, global const float *w, const int n, const float eps, global float *y, global uchar *x8,
+    const int use_x8) {
     local float red[NORM_WGS];
     const size_t base = (size_t)get_group_id(0) * (size_t)n;
     const float scale = 1.0f / sqrt(group_sum(sum_squares(x + base, n), red, NORM_WGS) / (float)n + eps);
     scale_row(x + base, w, scale, n, y + base);
+    if (use_x8)
+        norm_x8(y + base, n, x8);
 }
 
 /* y += t, then out = rmsnorm(y) * w, per row: the residual add and the norm that always follows
@@ -76,7 +89,7 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void rmsnorm(global
  * are distinct buffers (restrict: the loads of t need not wait for the stores to y). */
 kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
     global float *restrict y, global const float *restrict t, global const float *w, const int n, const float eps,
-    global float *out) {
+    global float *out, global uchar *x8, const int use_x8) {
     local float red[NORM_WGS];
     const int lid = get_local_id(0), n4 = n / 4;
     const size_t base = (size_t)get_group_id(0) * (size_t)n;
@@ -111,6 +124,8 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
     }
     const float scale = 1.0f / sqrt(group_sum(s, red, NORM_WGS) / (float)n + eps);
     scale_row(y, w, scale, n, out + base); /* each work-item reads back only what it wrote */
+    if (use_x8)
+        norm_x8(out + base, n, x8);
 }
 
 /* Global size (n_rot/2 rounded up, n_head, n_tokens); cos_sin holds n_rot floats per position. */

@@ -50,7 +50,7 @@ json "rmsnorm and add_rmsnorm rows" '[.results[] | select(.isa == "opencl" and .
 
 # ---- kbench: the build options (bench.sh tests a missing runtime) ----
 expect "TERN_OPENCL_OPTIONS reaches the program build" 1 env TERN_OPENCL_OPTIONS=-DMV_ROWS=x "$TERN" kbench --backend opencl --isa opencl --kernel rope --quick
-has "the bad tunable is named" "MV_ROWS needs a positive integer" "$tmp/out"
+has "the bad tunable is named" "MV_ROWS needs an integer in 1..65536" "$tmp/out"
 
 # ---- bench: the roofline of an OpenCL run, the device's bandwidth measured once ----
 expect "bench --backend opencl (md)" 0 env TERN_OPENCL_PROFILE=1 "$TERN" bench -m "$Q4" --backend opencl -t 1 -p 16 -n 8 -r 2

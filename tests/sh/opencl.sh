@@ -46,12 +46,16 @@ expect_says() {
 }
 run=(run -m "$MODEL" -p "Once upon a time" -n 4 --temp 0)
 
-if TERN_TEST_BACKEND=opencl "$BUILD/tests/test_golden" >"$tmp/golden" 2>&1; then
-    ok "golden tests on the OpenCL backend"
-else
-    fail "golden tests on the OpenCL backend"
-    tail -20 "$tmp/golden"
-fi
+# the device's default decode products (f32 on PoCL, int8 with dp4a on NVIDIA) and int8 in
+# portable C (DOT8=1: the arithmetic of the dp4a path)
+for dot8 in "" -DDOT8=1; do
+    if TERN_TEST_BACKEND=opencl TERN_OPENCL_OPTIONS="$dot8" "$BUILD/tests/test_golden" >"$tmp/golden" 2>&1; then
+        ok "golden tests on the OpenCL backend ${dot8:-(default products)}"
+    else
+        fail "golden tests on the OpenCL backend ${dot8:-(default products)}"
+        tail -20 "$tmp/golden"
+    fi
+done
 
 expect_says "info --devices lists the devices and the pick" 0 "auto picks:" "$TERN" info --devices
 expect_says "forced OpenCL runs" 0 "backend  opencl (" "$TERN" "${run[@]}" --backend opencl
