@@ -657,6 +657,8 @@ static void test_split_weights(void **state) {
     setenv("TERN_OPENCL_SPLIT", limit, 1);
     tern_cl *small = open_cl();
     unsetenv("TERN_OPENCL_SPLIT");
+    tern_error set_err = {0}; /* the same paths as g_cl's */
+    assert_int_equal(tern_cl_set_gemm(small, TERN_CL_GEMM_AUTO, tern_cl_gemm_min_m(g_cl), &set_err), TERN_OK);
     tern_cl_matrix *whole = NULL, *split = NULL;
     tern_error err = {0};
     assert_int_equal(tern_cl_matrix_upload(g_cl, w.type, w.k, w.n, w.q, &whole, &err), TERN_OK);
@@ -1047,6 +1049,8 @@ int main(void) {
     setenv("XDG_CACHE_HOME", g_cache, 1);
     tern_cpu_kernels_ref(&g_ref);
     g_cl = open_cl();
+    /* the batches of 9 and more take the prefill kernels whatever the device's default */
+    assert_int_equal(tern_cl_set_gemm(g_cl, TERN_CL_GEMM_AUTO, 8, &err), TERN_OK);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_every_type),
         cmocka_unit_test(test_matmul_small_shapes),
@@ -1080,6 +1084,7 @@ int main(void) {
         setenv("TERN_OPENCL_OPTIONS", other, 1);
         tern_cl_free(g_cl);
         g_cl = open_cl();
+        assert_int_equal(tern_cl_set_gemm(g_cl, TERN_CL_GEMM_AUTO, 8, &err), TERN_OK);
         printf("decode products: %s (the default was %s)\n", tern_cl_products_name(g_cl),
                was_f32 ? "f32" : "int8");
         const struct CMUnitTest products[] = {

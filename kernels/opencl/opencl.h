@@ -64,7 +64,8 @@ typedef enum tern_cl_gemm_path {
 /* Opens device `index` and builds the program. Environment (docs/opencl.md):
  *   TERN_OPENCL_OPTIONS  extra build options; -DNAME=value overrides a tunable (MV_ROWS, ...)
  *   TERN_OPENCL_GEMM     tiled | clblast | auto
- *   TERN_OPENCL_GEMM_MIN_M the smallest batch that takes the prefill path (default 8)
+ *   TERN_OPENCL_GEMM_MIN_M the smallest batch that takes the prefill path (default 129 with
+ *                          dp4a products, else 8)
  *   TERN_OPENCL_SPLIT      bytes: split weights at this size rather than at the device's
  *                          allocation limit (tests of split weights on a device without one)
  *   TERN_OPENCL_FAIL_AFTER n: the n-th kernel launch fails (tests of the CPU fallback)
