@@ -820,6 +820,31 @@ static tern_context *open_context(tern_model *m, tern_backend_kind kind, tern_er
 }
 
 /* The device that does not build: auto runs on the CPU and says why; forced is an error. */
+/* Default int8 products that do not build: the program is rebuilt with f32 products and the
+ * origin says why; int8 products asked for in TERN_OPENCL_OPTIONS that do not build are an error. */
+static void test_dot8_fallback(void **state) {
+    (void)state;
+    const char *opts = getenv("TERN_OPENCL_OPTIONS");
+    char *saved = opts ? strdup(opts) : NULL;
+    setenv("TERN_OPENCL_DEFAULT_DOT8", "1", 1);
+    setenv("TERN_OPENCL_OPTIONS", "-DTERN_BROKEN_DOT8", 1);
+    tern_cl *cl = open_cl();
+    assert_string_equal(tern_cl_products_name(cl), "f32");
+    if (!strstr(tern_cl_program_origin(cl), "the int8 ones did not build"))
+        fail_msg("origin: %s", tern_cl_program_origin(cl));
+    tern_cl_free(cl);
+    setenv("TERN_OPENCL_OPTIONS", "-DTERN_BROKEN_DOT8 -DDOT8=1", 1);
+    tern_error err = {0};
+    assert_int_equal(tern_cl_create(g_device, &cl, &err), TERN_ERR_BACKEND);
+    assert_non_null(strstr(err.message, "TERN_BROKEN_DOT8"));
+    unsetenv("TERN_OPENCL_DEFAULT_DOT8");
+    if (saved)
+        setenv("TERN_OPENCL_OPTIONS", saved, 1);
+    else
+        unsetenv("TERN_OPENCL_OPTIONS");
+    free(saved);
+}
+
 static void test_context_build_failure(void **state) {
     (void)state;
     tern_error err = {0};
@@ -1067,6 +1092,7 @@ int main(void) {
         cmocka_unit_test(test_clblast),
         cmocka_unit_test(test_program_cache),
         cmocka_unit_test(test_build_failure),
+        cmocka_unit_test(test_dot8_fallback),
         cmocka_unit_test(test_context_build_failure),
         cmocka_unit_test(test_context_runtime_failure),
         cmocka_unit_test(test_backend_rope),

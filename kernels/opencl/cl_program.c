@@ -70,10 +70,16 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, bool dot8_of
      * into floats), and 128 x 128 prefill tiles of 8 x 8 per work-item (22-24 TFLOP/s on an H200
      * against 18 for 64 x 64 of 4 x 4). Elsewhere the portable, unmeasured-safe defaults. */
     const bool nv = tern_cl_nvidia_gpu(&cl->info) && max_wg >= 256 && cl->info.local_mem >= 32768;
+    /* TERN_OPENCL_DEFAULT_DOT8 replaces the device's default DOT8 (tests of the fallback on
+     * devices whose default is 0; -DDOT8= in TERN_OPENCL_OPTIONS is the user's choice, kept) */
+    const char *dot8_env = getenv("TERN_OPENCL_DEFAULT_DOT8");
+    const int dot8_default = dot8_env && dot8_env[0] >= '0' && dot8_env[0] <= '2' && !dot8_env[1]
+                                 ? dot8_env[0] - '0'
+                                 : nv ? 2 : 0;
     tunable list[] = {
         {"MV_WGS", &t->mv_wgs, wide >= 64 ? 64 : wide, true, 1, BIG},
         {"MV_ROWS", &t->mv_rows, 4, false, 1, BIG},
-        {"DOT8", &t->dot8, nv && !dot8_off ? 2 : 0, false, 0, 2},
+        {"DOT8", &t->dot8, dot8_off ? 0 : dot8_default, false, 0, 2},
         {"MM_TN", &t->mm_tn, nv ? 128 : 64, false, 1, BIG},
         {"MM_TM", &t->mm_tm, nv ? 128 : 64, false, 1, BIG},
         {"MM_WN", &t->mm_wn, nv || max_wg < 256 ? 8 : 4, false, 1, BIG},

@@ -66,6 +66,10 @@ typedef char tern_check_q8_0[sizeof(tern_block_q8_0) == 34 ? 1 : -1];
 #ifndef DOT8
 #define DOT8 0
 #endif
+/* For tests of the rebuild with f32 products (TERN_OPENCL_OPTIONS=-DTERN_BROKEN_DOT8). */
+#if defined(TERN_BROKEN_DOT8) && DOT8 != 0
+#error "TERN_BROKEN_DOT8: the int8 products fail to build on purpose"
+#endif
 
 /* acc + the four unsigned bytes of a times the four signed bytes of b. */
 static inline int dot4(const uint a, const uint b, const int acc) {
