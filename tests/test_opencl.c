@@ -543,39 +543,39 @@ static void test_glu_add(void **state) {
  * 2), head sizes with a tail (38 is not a multiple of 4), more keys than one chunk (128), full
  * and sliding-window. 50 queries take the prefill kernel (a block of 32 and a tail), 10 the
  * plain one. */
-static void check_kv_attention(int64_t first, int64_t second) {
+static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second) {
     const int64_t n_head = 6, n_kv = 2, dk = 38, dv = 44, n_ctx = 256;
     const int64_t kw = n_kv * dk, vw = n_kv * dv, total = first + second;
     float *k = random_floats((size_t)(total * kw), 1.5f), *v = random_floats((size_t)(total * vw), 1.0f);
     float *q = random_floats((size_t)(second * n_head * dk), 1.5f);
     uint16_t *kh = malloc(2 * (size_t)(n_ctx * kw)), *vh = malloc(2 * (size_t)(n_ctx * vw));
-    cl_mem kc = put(g_cl, NULL, 2 * (size_t)(n_ctx * kw)), vc = put(g_cl, NULL, 2 * (size_t)(n_ctx * vw));
+    cl_mem kc = put(cl, NULL, 2 * (size_t)(n_ctx * kw)), vc = put(cl, NULL, 2 * (size_t)(n_ctx * vw));
     for (int part = 0; part < 2; part++) {
         const int64_t p0 = part ? first : 0, cnt = part ? second : first;
-        cl_mem kd = put(g_cl, k + p0 * kw, sizeof(float) * (size_t)(cnt * kw));
-        cl_mem vd = put(g_cl, v + p0 * vw, sizeof(float) * (size_t)(cnt * vw));
-        tern_cl_kv_store(g_cl, kd, vd, kc, vc, p0, cnt, kw, vw);
-        tern_cl_release(g_cl, kd, 0);
-        tern_cl_release(g_cl, vd, 0);
+        cl_mem kd = put(cl, k + p0 * kw, sizeof(float) * (size_t)(cnt * kw));
+        cl_mem vd = put(cl, v + p0 * vw, sizeof(float) * (size_t)(cnt * vw));
+        tern_cl_kv_store(cl, kd, vd, kc, vc, p0, cnt, kw, vw);
+        tern_cl_release(cl, kd, 0);
+        tern_cl_release(cl, vd, 0);
     }
     /* the cache holds exactly the reference's f16 conversion */
     uint16_t *got16 = malloc(2 * (size_t)(n_ctx * kw));
     g_ref.f32_to_f16(total * kw, k, kh);
     g_ref.f32_to_f16(total * vw, v, vh);
-    get(g_cl, kc, got16, 2 * (size_t)(total * kw));
+    get(cl, kc, got16, 2 * (size_t)(total * kw));
     assert_memory_equal(got16, kh, 2 * (size_t)(total * kw));
     free(got16);
 
-    cl_mem qd = put(g_cl, q, sizeof(float) * (size_t)(second * n_head * dk));
-    cl_mem od = put(g_cl, NULL, sizeof(float) * (size_t)(second * n_head * dv));
+    cl_mem qd = put(cl, q, sizeof(float) * (size_t)(second * n_head * dk));
+    cl_mem od = put(cl, NULL, sizeof(float) * (size_t)(second * n_head * dv));
     float *got = malloc(sizeof(float) * (size_t)(second * n_head * dv)),
           *want = malloc(sizeof(float) * (size_t)dv);
     float *scores = malloc(sizeof(float) * (size_t)n_ctx);
     const int64_t windows[] = {0, 37};
     for (int wi = 0; wi < 2; wi++) {
         const tern_cl_attn_shape s = {first, second, n_head, n_kv, dk, dv, kw, vw, windows[wi], 0.17f};
-        tern_cl_attention(g_cl, qd, kc, vc, &s, od);
-        get(g_cl, od, got, sizeof(float) * (size_t)(second * n_head * dv));
+        tern_cl_attention(cl, qd, kc, vc, &s, od);
+        get(cl, od, got, sizeof(float) * (size_t)(second * n_head * dv));
         for (int64_t t = 0; t < second; t++)
             for (int64_t h = 0; h < n_head; h++) {
                 const int64_t pos = first + t, hk = h / (n_head / n_kv);
@@ -589,10 +589,10 @@ static void check_kv_attention(int64_t first, int64_t second) {
                                  got[(t * n_head + h) * dv + d], want[d]);
             }
     }
-    tern_cl_release(g_cl, kc, 0);
-    tern_cl_release(g_cl, vc, 0);
-    tern_cl_release(g_cl, qd, 0);
-    tern_cl_release(g_cl, od, 0);
+    tern_cl_release(cl, kc, 0);
+    tern_cl_release(cl, vc, 0);
+    tern_cl_release(cl, qd, 0);
+    tern_cl_release(cl, od, 0);
     free(k);
     free(v);
     free(q);
@@ -605,8 +605,21 @@ static void check_kv_attention(int64_t first, int64_t second) {
 
 static void test_kv_attention(void **state) {
     (void)state;
-    check_kv_attention(150, 50);
-    check_kv_attention(190, 10);
+    check_kv_attention(g_cl, 150, 50);
+    check_kv_attention(g_cl, 190, 10);
+    /* the prefill kernel with 16 queries per work-group, as on devices with 32 KB of local memory */
+    const char *opts = getenv("TERN_OPENCL_OPTIONS");
+    char *saved = opts ? strdup(opts) : NULL, with[600];
+    snprintf(with, sizeof with, "%s -DATT_TQ=16", opts ? opts : "");
+    setenv("TERN_OPENCL_OPTIONS", with, 1);
+    tern_cl *cl = open_cl();
+    check_kv_attention(cl, 150, 50);
+    tern_cl_free(cl);
+    if (saved)
+        setenv("TERN_OPENCL_OPTIONS", saved, 1);
+    else
+        unsetenv("TERN_OPENCL_OPTIONS");
+    free(saved);
 }
 
 /* One query (decode) over a long cache: the keys are cut into spans on several work-groups and

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A device session's measurements in one command, for a machine with a real GPU (docs/opencl.md,
-# "Tuning on a new GPU"): the device, where a 7B prefill and decode spend their time, CLBlast
-# against the tiled kernel, and the tiled kernel's tunables swept at the prefill shape.
+# "Running on a GPU"): the device, where a 7B prefill and decode spend their time, CLBlast
+# against the tiled kernel, f32 against int8 decode products, the matvec tunables, the first
+# token of short prompts through the GEMM and through the products, and the tiled kernel's
+# tunables swept at the prefill shape.
 #
 #   bash tools/opencl_tune.sh [MODEL] [OUT_DIR]
 #
@@ -35,6 +37,10 @@ step() { # step NAME COMMAND...: run, keep the output, print its last lines
     echo "   exit $?; $OUT/$name.log"
 }
 step devices "$TERN" info --devices
+# test_opencl runs on device 0 unless told: the first GPU listed, where there is one
+GPU=$(sed -n 's/^  device \([0-9]*\): .*(GPU, .*/\1/p' "$OUT/devices.log" | head -1)
+export TERN_TEST_OPENCL_DEVICE=${TERN_TEST_OPENCL_DEVICE:-${GPU:-0}}
+echo "   test_opencl runs on device $TERN_TEST_OPENCL_DEVICE"
 step decode_profile env TERN_OPENCL_PROFILE=1 "$TERN" bench -m "$MODEL" --backend opencl -p 16 -n 128 -r 1
 step prefill_clblast env TERN_OPENCL_GEMM=clblast TERN_OPENCL_PROFILE=1 \
     "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 16 -r 2
@@ -44,6 +50,26 @@ grep -h "^| t=" "$OUT/decode_profile.log" "$OUT/prefill_clblast.log" "$OUT/prefi
 
 step kbench "$TERN" kbench --isa opencl --full
 grep -E "^\| \| opencl \|" "$OUT/kbench.log" | sed 's/^/   /'
+
+# The decode products: f32 against the device's default (int8 with dp4a on NVIDIA), and the
+# matvec tunables with the default products (GEMV GB/s at the 7B shapes).
+step decode_f32 env TERN_OPENCL_OPTIONS=-DDOT8=0 "$TERN" bench -m "$MODEL" --backend opencl -p 16 -n 128 -r 2
+grep -h "^| t=" "$OUT/decode_f32.log" | tail -1 | sed 's/^/   /'
+for o in -DMV_ROWS=2 -DMV_ROWS=8 -DMV_WGS=32 -DMV_WGS=128; do
+    TERN_OPENCL_OPTIONS="$o" "$TERN" kbench --isa opencl --kernel q4_k >"$OUT/matvec$o.log" 2>&1
+    echo "== $o (exit $?):"
+    grep -E "^\| \| opencl \| Q4_K \| 7B \| .* \| 1 \|" "$OUT/matvec$o.log" | awk -F'|' '{printf "   %s %s GB/s\n", $6, $10}'
+done
+
+# Time to first token of short prompts: the GEMM from 8 tokens against per-token products up
+# to 128 (TERN_OPENCL_GEMM_MIN_M; the default is 129 with dp4a products).
+for p in 8 32 128; do
+    for mm in 8 1000; do
+        TERN_OPENCL_GEMM_MIN_M=$mm "$TERN" bench -m "$MODEL" --backend opencl -p $p -n 4 -r 1 >"$OUT/ttft_p${p}_$mm.log" 2>&1
+        grep -h "^| t=" "$OUT/ttft_p${p}_$mm.log" | tail -1 | awk -F'|' -v p=$p -v mm=$mm \
+            '{printf "   p=%s GEMM_MIN_M=%s: first token %s ms\n", p, mm, $5}'
+    done
+done
 
 # The tiled kernel at m = 512 (kbench's prefill rows, GFLOP/s), one build per setting.
 # TN x TM is the tile (weight rows x tokens), WN x WM each work-item's share of it; the

@@ -205,16 +205,20 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge
 }
 
 /* attention_tiled: the same attention for a batch of queries (prefill), one work-group per
- * (head, block of AT_Q consecutive queries). The plain kernel above has every query read its
+ * (head, block of ATT_TQ consecutive queries). The plain kernel above has every query read its
  * keys and values from global memory by itself; here a block reads each chunk of AT_K keys and
- * values into local memory once for its AT_Q queries. Work-item (query qi = lid / 4, quarter
+ * values into local memory once for its ATT_TQ queries. Work-item (query qi = lid / 4, quarter
  * sub = lid % 4) scores keys sub * 4 .. sub * 4 + 3 of each chunk for its query, the four of a
  * query meet for the chunk's maximum and sum (the same online softmax), and it accumulates
  * output dimensions sub, sub + 4, ... Rows in local memory are padded with zeros to AT_STRIDE
  * floats (a multiple of 4 plus 4: float4 loops, and rows of a warp in different banks).
  * Preconditions: head sizes <= AT_D (the host uses the plain kernel otherwise); global size
- * (n_head * AT_THREADS, ceil(n_tokens / AT_Q)). */
-#define AT_Q 32
+ * (n_head * AT_THREADS, ceil(n_tokens / ATT_TQ)). ATT_TQ: 32 where local memory allows
+ * (~37 KB), 16 on devices with 32 KB (~27 KB; phones' GPUs). */
+#ifndef ATT_TQ
+#define ATT_TQ 32
+#endif
+#define AT_Q ATT_TQ
 #define AT_K 16
 #define AT_D 128
 #define AT_STRIDE (AT_D + 4)

@@ -272,12 +272,12 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0] && st == TERN_OK; i++)
         st = make_kernel(cl, ops[i].name, ops[i].local, ops[i].out, err);
-    /* attention.cl's AT_THREADS work-items and ~37 KB of local memory */
+    /* attention_tiled where its 4 ATT_TQ work-items and its local memory fit */
     size_t allowed = 0;
     cl->att_tiled = st == TERN_OK &&
                     cl->api.GetKernelWorkGroupInfo(cl->attention_tiled, cl->device, CL_KERNEL_WORK_GROUP_SIZE,
                                                    sizeof allowed, &allowed, NULL) == CL_SUCCESS &&
-                    allowed >= TERN_CL_AT_THREADS && cl->info.local_mem >= TERN_CL_AT_LOCAL_BYTES;
+                    allowed >= 4 * (size_t)t->att_tq && cl->info.local_mem >= TERN_CL_AT_LOCAL_BYTES(t->att_tq);
     return st;
 }
 

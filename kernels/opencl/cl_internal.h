@@ -66,7 +66,7 @@ typedef struct tern_cl_tunables {
     int dot8;                       /* common.cl's DOT8: 0 f32 products, 1 int8 portable, 2 dp4a */
     int mm_tn, mm_tm, mm_wn, mm_wm; /* matmul.cl */
     int norm_wgs, ew_wgs;           /* ops.cl */
-    int att_wgs, att_max_d;         /* attention.cl */
+    int att_wgs, att_max_d, att_tq; /* attention.cl */
 } tern_cl_tunables;
 
 /* CLBlastSgemm (clblast_c.h), whose enums are passed as ints: row-major 101, no transpose 111,
@@ -143,13 +143,11 @@ struct tern_cl {
     char failure[TERN_ERROR_MESSAGE_MAX];
 };
 
-/* attention.cl's attention_tiled: AT_THREADS work-items, AT_Q queries per work-group, head
- * sizes up to AT_D, and the local memory of its arrays ((AT_Q + 2 AT_K) rows of AT_D + 4 floats,
- * AT_Q x AT_K probabilities, two AT_THREADS reductions). */
-#define TERN_CL_AT_THREADS 128
-#define TERN_CL_AT_Q 32
+/* attention.cl's attention_tiled for ATT_TQ queries per work-group: 4 ATT_TQ work-items, head
+ * sizes up to 128, and the local memory of its arrays ((ATT_TQ + 2 x 16 keys) rows of 128 + 4
+ * floats, ATT_TQ x 16 probabilities, two reductions of 4 ATT_TQ). */
 #define TERN_CL_AT_D 128
-#define TERN_CL_AT_LOCAL_BYTES (4u * ((32u + 2u * 16u) * 132u + 32u * 16u + 2u * 128u))
+#define TERN_CL_AT_LOCAL_BYTES(tq) (4u * (((unsigned)(tq) + 32u) * 132u + 16u * (unsigned)(tq) + 8u * (unsigned)(tq)))
 
 /* NVIDIA GPUs get defaults measured on one (docs/benchmarks.md): int8 decode products with dp4a,
  * larger prefill tiles, and our tiled prefill kernel rather than CLBlast. */

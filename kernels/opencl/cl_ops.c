@@ -93,7 +93,8 @@ void tern_cl_rope_kv(tern_cl *cl, const tern_cl_rope_kv_args *a) {
 void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out) {
     /* the longest key range of the batch: its last query's */
     const int64_t pos = s->pos0 + s->n_tokens - 1;
-    if (cl->att_tiled && s->n_tokens >= TERN_CL_AT_Q / 2 && s->head_dim_k <= TERN_CL_AT_D &&
+    const int tq = cl->tune.att_tq;
+    if (cl->att_tiled && s->n_tokens >= 16 && s->head_dim_k <= TERN_CL_AT_D &&
         s->head_dim_v <= TERN_CL_AT_D) { /* a prefill batch: queries share their keys' loads */
         const cl_int p0 = (cl_int)s->pos0, nt = (cl_int)s->n_tokens, nh = (cl_int)s->n_head,
                      nkv = (cl_int)s->n_head_kv, dk = (cl_int)s->head_dim_k, dv = (cl_int)s->head_dim_v,
@@ -103,12 +104,11 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
                                     TERN_CL_ARG(p0),    TERN_CL_ARG(nt), TERN_CL_ARG(nh), TERN_CL_ARG(nkv),
                                     TERN_CL_ARG(dk),    TERN_CL_ARG(dv), TERN_CL_ARG(kw), TERN_CL_ARG(vw),
                                     TERN_CL_ARG(scale), TERN_CL_ARG(win)};
-        const size_t global[2] = {(size_t)s->n_head * TERN_CL_AT_THREADS,
-                                  (size_t)((s->n_tokens + TERN_CL_AT_Q - 1) / TERN_CL_AT_Q)};
-        const size_t local[2] = {TERN_CL_AT_THREADS, 1};
+        const size_t global[2] = {(size_t)s->n_head * 4 * (size_t)tq, (size_t)((s->n_tokens + tq - 1) / tq)};
+        const size_t local[2] = {4 * (size_t)tq, 1};
         const int64_t keys = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
         tern_cl_launch(cl, cl->attention_tiled, "attention_tiled", 14, args, 2, global, local,
-                       (uint64_t)(s->n_tokens / TERN_CL_AT_Q + 1) *
+                       (uint64_t)(s->n_tokens / tq + 1) *
                            (uint64_t)(keys * (s->k_width + s->v_width)) * 2 /
                            (uint64_t)(s->n_head / s->n_head_kv));
         return;

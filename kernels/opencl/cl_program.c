@@ -88,6 +88,7 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, bool dot8_of
         {"EW_WGS", &t->ew_wgs, wide >= 64 ? 64 : wide, false, 1, BIG},
         {"ATT_WGS", &t->att_wgs, wide >= 128 ? 128 : wide, true, 1, BIG},
         {"ATT_MAX_D", &t->att_max_d, 256, false, 1, BIG},
+        {"ATT_TQ", &t->att_tq, cl->info.local_mem >= TERN_CL_AT_LOCAL_BYTES(32) ? 32 : 16, false, 1, 64},
     };
     size_t used = 0;
     defines[0] = '\0';
