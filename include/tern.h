@@ -170,7 +170,7 @@ tern_status tern_context_create(tern_model *model, const tern_context_params *pa
 void tern_context_free(tern_context *ctx);
 
 typedef struct tern_context_info {
-    char backend[160];        /* "cpu (avx2, 2 threads)" */
+    char backend[160];        /* "cpu (avx2, 2 threads)", "opencl (NVIDIA H200), int8 dp4a decode products" */
     char backend_reason[256]; /* why this backend was chosen */
     int n_threads;
     int64_t n_ctx, n_batch;
