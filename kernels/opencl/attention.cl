@@ -218,29 +218,28 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge
 #ifndef ATT_TQ
 #define ATT_TQ 32
 #endif
-#define AT_Q ATT_TQ
 #define AT_K 16
 #define AT_D 128
 #define AT_STRIDE (AT_D + 4)
-#define AT_THREADS (AT_Q * 4)
+#define AT_THREADS (ATT_TQ * 4)
 
 kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_tiled(
     global const float *q, global const half *kc, global const half *vc, global float *out, const int pos0,
     const int n_tokens, const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width,
     const int v_width, const float scale, const int window) {
-    local float ql[AT_Q * AT_STRIDE]; /* the block's queries, times scale */
+    local float ql[ATT_TQ * AT_STRIDE]; /* the block's queries, times scale */
     local float kl[AT_K * AT_STRIDE], vl[AT_K * AT_STRIDE];
-    local float pl[AT_Q * AT_K]; /* the chunk's probabilities, [query][key] */
+    local float pl[ATT_TQ * AT_K]; /* the chunk's probabilities, [query][key] */
     local float red_max[AT_THREADS], red_sum[AT_THREADS];
-    const int h = get_group_id(0), t0 = get_group_id(1) * AT_Q, lid = get_local_id(0);
+    const int h = get_group_id(0), t0 = get_group_id(1) * ATT_TQ, lid = get_local_id(0);
     const int hk = h / (n_head / n_head_kv), qi = lid / 4, sub = lid % 4;
-    const int n_q = min(AT_Q, n_tokens - t0);                 /* queries of this block */
+    const int n_q = min(ATT_TQ, n_tokens - t0);                 /* queries of this block */
     const int pos = pos0 + t0 + min(qi, n_q - 1);             /* padding rows repeat the last */
     const int my_first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
     const int first_pos = pos0 + t0, last_pos = pos0 + t0 + n_q - 1;
     const int lo = window > 0 && first_pos + 1 > window ? first_pos + 1 - window : 0, hi = last_pos + 1;
     const int dk4 = (dk + 3) / 4 * 4;
-    for (int e = lid; e < AT_Q * dk4; e += AT_THREADS) {
+    for (int e = lid; e < ATT_TQ * dk4; e += AT_THREADS) {
         const int r = e / dk4, d = e % dk4, t = t0 + min(r, n_q - 1);
         const size_t at = ((size_t)t * (size_t)n_head + (size_t)h) * (size_t)dk + (size_t)d;
         ql[r * AT_STRIDE + d] = d < dk ? q[at] * scale : 0.0f;

@@ -136,11 +136,12 @@ static cl_mem product_input(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int6
         return x;
     if (cl->x8_of == x && cl->x8_m == m && cl->x8_k == w->k)
         return cl->x8;
-    if (!tern_cl_ensure_scratch(cl, &cl->x8, &cl->x8_bytes, x8_bytes(w->k, m)))
-        return x; /* the failure is remembered; nothing more runs */
-    tern_cl_quantize_x8(cl, x, m, w->k, cl->x8);
+    cl_mem x8 = tern_cl_x8_for(cl, w->k, m);
+    if (!x8)
+        return x; /* the scratch failed: the failure is remembered and nothing more runs */
+    tern_cl_quantize_x8(cl, x, m, w->k, x8);
     tern_cl_x8_holds(cl, x, w->k, m);
-    return cl->x8;
+    return x8;
 }
 
 /* A product's launch: it only reads its x, so what x8 holds stays valid. */

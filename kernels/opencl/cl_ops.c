@@ -93,6 +93,7 @@ void tern_cl_rope_kv(tern_cl *cl, const tern_cl_rope_kv_args *a) {
 void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out) {
     /* the longest key range of the batch: its last query's */
     const int64_t pos = s->pos0 + s->n_tokens - 1;
+    const int64_t keys = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
     const int tq = cl->tune.att_tq;
     if (cl->att_tiled && s->n_tokens >= 16 && s->head_dim_k <= TERN_CL_AT_D &&
         s->head_dim_v <= TERN_CL_AT_D) { /* a prefill batch: queries share their keys' loads */
@@ -106,14 +107,12 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
                                     TERN_CL_ARG(scale), TERN_CL_ARG(win)};
         const size_t global[2] = {(size_t)s->n_head * 4 * (size_t)tq, (size_t)((s->n_tokens + tq - 1) / tq)};
         const size_t local[2] = {4 * (size_t)tq, 1};
-        const int64_t keys = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
         tern_cl_launch(cl, cl->attention_tiled, "attention_tiled", 14, args, 2, global, local,
                        (uint64_t)(s->n_tokens / tq + 1) *
                            (uint64_t)(keys * (s->k_width + s->v_width)) * 2 /
                            (uint64_t)(s->n_head / s->n_head_kv));
         return;
     }
-    const int64_t keys = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
     const cl_int span = (cl_int)attention_span(cl, s, keys);
     const int n_splits = (int)((keys + span - 1) / span);
     cl_mem part = out; /* not read with one split */
