@@ -183,7 +183,7 @@ const tern_bench_device_bw *tern_bench_device_bandwidth(tern_bench_env *env, con
     if (st == TERN_OK)
         st = tern_cl_create(index, &cl, &err);
     if (st == TERN_OK)
-        st = tern_cl_read_bandwidth(cl, 0, 5, &d->bw, &err);
+        st = tern_cl_read_bandwidth(cl, 0, 0, 5, &d->bw, &err);
     tern_cl_free(cl);
     if (st != TERN_OK) {
         snprintf(d->error, sizeof d->error, "%s", err.message);

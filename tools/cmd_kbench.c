@@ -30,9 +30,12 @@ static const char kbench_help[] =
     "the bandwidth; '% roofline' is that ratio.\n"
     "With --backend opencl, then the OpenCL device, as rows of isa 'opencl': its read bandwidth\n"
     "from a plain read kernel (the roofline of those rows), decode gemm (and the fused q/k/v\n"
-    "launch), prefill gemm at m=512 (GFLOP/s), attention, rmsnorm, add_rmsnorm, rope and the GLU,\n"
-    "each timed as back-to-back launches up to a finish, launch cost included. The program is\n"
-    "built with TERN_OPENCL_OPTIONS: run twice to compare -D tunables.\n"
+    "launch), each followed by the read kernel in launches of as many bytes (type read_bw: what a\n"
+    "launch of that size reaches), prefill gemm at m=512 (GFLOP/s), attention, rmsnorm,\n"
+    "add_rmsnorm, rope and the GLU, each timed as back-to-back launches up to a finish, launch\n"
+    "cost included; with TERN_OPENCL_PROFILE=1 every such row gets a twin, shape ', kernel',\n"
+    "timed on the device alone by profiling events. The program is built with\n"
+    "TERN_OPENCL_OPTIONS: run twice to compare -D tunables.\n"
     "\n"
     "  --backend B   cpu (default) or opencl: the CPU rows, then the OpenCL device's\n"
     "  --device N    the OpenCL device (tern info --devices; default: the first usable, GPUs first)\n"
@@ -49,7 +52,7 @@ static const char kbench_help[] =
 
 tern_kbench_time tern_kbench_time_of(double *v, int n) {
     const double median = tern_sort_median(v, n);
-    return (tern_kbench_time){median, v[0], n};
+    return (tern_kbench_time){.median = median, .best = v[0], .reps = n};
 }
 
 /* The job a timed repetition runs; `rep` lets decode gemm move to another copy of its weights. */
@@ -69,7 +72,7 @@ static tern_kbench_time time_it(const timed *t, double budget_s) {
     t->pool ? tern_threadpool_run(t->pool, t->fn, t->arg) : t->fn(t->arg, 0, 1);
     const double once = tern_now_s() - t0;
     if (once >= budget_s)
-        return (tern_kbench_time){once, once, 1};
+        return (tern_kbench_time){.median = once, .best = once, .reps = 1};
     int reps = (int)(budget_s / (once > 1e-7 ? once : 1e-7));
     reps = reps < 3 ? 3 : reps > MAX_REPS ? MAX_REPS : reps;
     for (int r = 0; r < reps; r++) {

@@ -18,6 +18,7 @@
 typedef struct tern_kbench_time {
     double median, best; /* seconds per call */
     int reps;
+    double device; /* OpenCL rows under TERN_OPENCL_PROFILE=1: seconds per call on the device alone, else 0 */
 } tern_kbench_time;
 
 typedef struct tern_kbench_result {

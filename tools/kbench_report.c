@@ -122,8 +122,11 @@ static tern_status time_cl(tern_cl *cl, double budget_s, cl_enqueue_fn fn, void 
     if (st != TERN_OK)
         return st;
     const double once = tern_now_s() - t0;
+    double ns0, ns1;
+    long launches0, launches1;
+    tern_cl_profile_totals(cl, &ns0, &launches0);
     if (once >= budget_s) {
-        *out = (tern_kbench_time){once, once, 1};
+        *out = (tern_kbench_time){.median = once, .best = once, .reps = 1};
         return TERN_OK;
     }
     long n = (long)(budget_s / 8 / (once > 1e-7 ? once : 1e-7));
@@ -141,6 +144,8 @@ static tern_status time_cl(tern_cl *cl, double budget_s, cl_enqueue_fn fn, void 
         v[r] = (tern_now_s() - t0) / (double)n;
     }
     *out = tern_kbench_time_of(v, reps);
+    if (tern_cl_profile_totals(cl, &ns1, &launches1) && launches1 > launches0)
+        out->device = (ns1 - ns0) / 1e9 / (double)(i - 2);
     return TERN_OK;
 }
 
@@ -166,6 +171,16 @@ static void cl_row(tern_kbench_state *s, tern_kbench_result *r, tern_kbench_time
     r->gflops = flop / tm.median / 1e9;
     r->roofline_pct = rated && bw > 0 ? 100 * gbs / bw : -1;
     tern_kbench_add(s, r);
+    if (tm.device > 0) { /* the same launches timed on the device alone (profiling events) */
+        tern_kbench_result d = *r;
+        const size_t n = strlen(d.shape);
+        snprintf(d.shape + n, sizeof d.shape - n, ", kernel");
+        d.time = (tern_kbench_time){tm.device, tm.device, tm.reps, tm.device};
+        d.gbs = bytes / tm.device / 1e9;
+        d.gflops = flop / tm.device / 1e9;
+        d.roofline_pct = rated && bw > 0 ? 100 * d.gbs / bw : -1;
+        tern_kbench_add(s, &d);
+    }
 }
 
 /* ---- gemm: decode cycles through copies of its weights, as the CPU rows do ---- */
@@ -237,6 +252,31 @@ static tern_status cl_gemm_run(tern_kbench_state *s, tern_cl *cl, uint32_t type,
     return st;
 }
 
+/* The plain read kernel in back-to-back launches of a decode product's weight bytes (type
+ * "read_bw"): what any kernel of that size reaches here, launch cost included, beside the
+ * product's own row. */
+static void cl_read_row(tern_kbench_state *s, tern_cl *cl, const tern_kbench_model *ms, const char *shape,
+                        size_t bytes) {
+    tern_cl_bandwidth bw;
+    tern_error err = {0};
+    double ns0, ns1;
+    long launches0, launches1;
+    tern_cl_profile_totals(cl, &ns0, &launches0);
+    if (tern_cl_read_bandwidth(cl, s->quick ? (size_t)64 << 20 : 0, bytes, s->full ? 9 : 5, &bw, &err) !=
+        TERN_OK) {
+        tern_kbench_skip(s, "read_bw opencl %s %s: %s", ms->name, shape, err.message);
+        return;
+    }
+    const double per_launch = (double)bytes / bw.median_gbs / 1e9;
+    tern_kbench_result r = {.family = "gemm", .type = "read_bw", .model = ms->name, .m = 1};
+    snprintf(r.shape, sizeof r.shape, "%s", shape);
+    tern_kbench_time tm = {.median = per_launch, .best = (double)bytes / bw.best_gbs / 1e9, .reps = bw.reps};
+    /* the device time of the warm-up pass and the timed ones over the buffer, per `bytes` */
+    if (tern_cl_profile_totals(cl, &ns1, &launches1) && launches1 > launches0)
+        tm.device = (ns1 - ns0) / 1e9 * (double)bytes / ((double)(bw.reps + 1) * (double)bw.bytes);
+    cl_row(s, &r, tm, (double)bytes, 0, true);
+}
+
 static void cl_gemm_row(tern_kbench_state *s, tern_cl *cl, uint32_t type, const tern_kbench_model *ms,
                         const char *name, int n_mats, const int64_t *rows, int64_t k, int64_t m) {
     tern_kbench_time tm;
@@ -261,6 +301,8 @@ static void cl_gemm_row(tern_kbench_state *s, tern_cl *cl, uint32_t type, const 
     snprintf(r.shape, sizeof r.shape, "%s", shape);
     /* decode reads each weight once per token; prefill reads them once per batch */
     cl_row(s, &r, tm, (double)bytes, 2.0 * (double)all_rows * (double)k * (double)m, m == 1);
+    if (m == 1)
+        cl_read_row(s, cl, ms, shape, bytes);
 }
 
 static void cl_model_gemms(tern_kbench_state *s, void *arg, uint32_t type, const tern_kbench_model *ms,
@@ -461,7 +503,7 @@ void tern_kbench_opencl(tern_kbench_state *s, bool run_kernels) {
     tern_error err = {0};
     /* --quick: 64 MiB, enough to leave the caches of the devices tern targets behind */
     if (tern_cl_create(d->index, &cl, &err) != TERN_OK ||
-        tern_cl_read_bandwidth(cl, s->quick ? (size_t)64 << 20 : 0, s->full ? 9 : 5, &s->opencl_bw, &err) !=
+        tern_cl_read_bandwidth(cl, s->quick ? (size_t)64 << 20 : 0, 0, s->full ? 9 : 5, &s->opencl_bw, &err) !=
             TERN_OK) {
         snprintf(s->opencl, sizeof s->opencl, "%.96s: %.400s", d->name, err.message);
         tern_kbench_skip(s, "--backend opencl: %s", s->opencl);

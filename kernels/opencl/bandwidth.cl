@@ -3,7 +3,7 @@
  * GEMV, attention). tern kbench and tern bench rate the OpenCL kernels against it
  * (kernels/opencl/cl_bandwidth.c launches it).
  *
- * read_bw: work-item i of n_items reads src[i + j n_items] for j < BW_VECS: at every j the
+ * read_bw: work-item i of n_items reads src[first + i + j n_items] for j < BW_VECS: at every j the
  *   work-items of a group read consecutive uint4, so the loads are coalesced, and each work-item
  *   keeps BW_VECS independent loads in flight. The values are XOR-ed, reduced over the group in
  *   local memory and written as one uint per group, so no load can be dropped as dead code.
@@ -15,9 +15,11 @@
  * same number. */
 #define BW_VECS 32
 
-kernel void read_bw(global const uint4 *src, const uint n_items, global uint *out, local uint *red) {
+kernel void read_bw(global const uint4 *src, const ulong first, const uint n_items, global uint *out,
+                    local uint *red) {
     const uint i = get_global_id(0), lid = get_local_id(0);
     uint4 acc = (uint4)(0);
+    src += first;
     if (i < n_items) {
 #pragma unroll
         for (uint j = 0; j < BW_VECS; j++)

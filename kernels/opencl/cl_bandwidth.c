@@ -52,20 +52,36 @@ static tern_status fill(tern_cl *cl, cl_mem buf, size_t bytes, tern_error *err) 
     return st;
 }
 
-static void launch(tern_cl *cl, cl_mem src, cl_uint n_items, cl_mem out, size_t local, size_t bytes) {
-    const tern_cl_arg args[] = {
-        TERN_CL_ARG(src), TERN_CL_ARG(n_items), TERN_CL_ARG(out), {local * sizeof(cl_uint), NULL}};
+/* One launch over the n_items * BW_VECS uint4 from uint4 `first` of src. */
+static void launch(tern_cl *cl, cl_mem src, cl_ulong first, cl_uint n_items, cl_mem out, size_t local) {
+    const tern_cl_arg args[] = {TERN_CL_ARG(src), TERN_CL_ARG(first), TERN_CL_ARG(n_items), TERN_CL_ARG(out),
+                                {local * sizeof(cl_uint), NULL}};
     const size_t global[1] = {n_items};
-    tern_cl_launch(cl, cl->read_bw, "read_bw", 4, args, 1, global, &local, bytes);
+    tern_cl_launch(cl, cl->read_bw, "read_bw", 5, args, 1, global, &local, (uint64_t)n_items * BW_VECS * 16);
 }
 
-tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, int reps, tern_cl_bandwidth *out,
+/* The whole buffer in launches of chunk_items work-items (the last one shorter). */
+static void read_all(tern_cl *cl, cl_mem src, cl_uint n_items, cl_uint chunk_items, cl_mem out,
+                     size_t local) {
+    for (cl_uint at = 0; at < n_items; at += chunk_items) {
+        const cl_uint n = n_items - at < chunk_items ? n_items - at : chunk_items;
+        launch(cl, src, (cl_ulong)at * BW_VECS, n, out, local);
+    }
+}
+
+tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, size_t chunk, int reps, tern_cl_bandwidth *out,
                                    tern_error *err) {
     memset(out, 0, sizeof *out);
     if (reps < 1 || reps > BW_MAX_REPS)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "bandwidth: %d repetitions (1 to %d)", reps,
                               BW_MAX_REPS);
-    const size_t local = local_size(cl), step = local * BW_VECS * 16; /* a whole number of work-groups */
+    size_t local = local_size(cl);
+    /* launches of a chunk: work-groups small enough that there are several per compute unit
+     * (a few large ones leave some units with one more group than others) */
+    const size_t units = cl->info.compute_units > 0 ? (size_t)cl->info.compute_units : 1;
+    while (chunk > 0 && local > 32 && chunk / (local * BW_VECS * 16) < 8 * units)
+        local /= 2;
+    const size_t step = local * BW_VECS * 16; /* a whole number of work-groups */
     if (bytes == 0)
         bytes = TERN_CL_BANDWIDTH_BYTES;
     if (bytes > cl->info.max_alloc)
@@ -81,6 +97,10 @@ tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, int reps, tern_cl_
             "bandwidth: %s cannot hold 1 MiB to read (allocation limit %llu, memory %llu bytes)",
             cl->info.name, (unsigned long long)cl->info.max_alloc, (unsigned long long)cl->info.global_mem);
     const cl_uint n_items = (cl_uint)(bytes / (BW_VECS * 16));
+    /* a launch covers whole work-groups, so every launch's groups write their own sums */
+    cl_uint chunk_items =
+        chunk == 0 || chunk >= bytes ? n_items : (cl_uint)((chunk + step / 2) / step * local);
+    chunk_items = chunk_items < local ? (cl_uint)local : chunk_items;
     const size_t out_bytes = (n_items / local) * sizeof(cl_uint);
     cl_mem src = NULL, sums = NULL;
     tern_status st = tern_cl_alloc(cl, bytes, NULL, &src, err);
@@ -89,13 +109,13 @@ tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, int reps, tern_cl_
     if (st == TERN_OK)
         st = fill(cl, src, bytes, err);
     if (st == TERN_OK) { /* warm-up: the first launch may finish compiling the kernel */
-        launch(cl, src, n_items, sums, local, bytes);
+        read_all(cl, src, n_items, chunk_items, sums, local);
         st = tern_cl_finish(cl, err);
     }
     double t[BW_MAX_REPS];
     for (int r = 0; r < reps && st == TERN_OK; r++) {
         const double t0 = tern_now_s();
-        launch(cl, src, n_items, sums, local, bytes);
+        read_all(cl, src, n_items, chunk_items, sums, local);
         st = tern_cl_finish(cl, err);
         t[r] = tern_now_s() - t0;
     }

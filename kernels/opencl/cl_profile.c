@@ -89,6 +89,19 @@ void tern_cl_profile_collect(tern_cl *cl) {
     p->n_pending = 0;
 }
 
+bool tern_cl_profile_totals(const tern_cl *cl, double *ns, long *launches) {
+    const tern_cl_profile *p = cl->profile;
+    *ns = 0;
+    *launches = 0;
+    if (!p)
+        return false;
+    for (int i = 0; i < p->n_rows; i++) {
+        *ns += p->rows[i].ns;
+        *launches += p->rows[i].launches;
+    }
+    return true;
+}
+
 void tern_cl_profile_print_free(tern_cl *cl) {
     tern_cl_profile *p = cl->profile;
     if (!p)

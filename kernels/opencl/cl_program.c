@@ -67,8 +67,9 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, bool dot8_of
     const int wide = max_wg >= 256 ? 256 : (int)max_wg;
     enum { BIG = 65536 };
     /* NVIDIA: dp4a (f32 products there are bound by the integer instructions that turn levels
-     * into floats), and 128 x 128 prefill tiles of 8 x 8 per work-item (22-24 TFLOP/s on an H200
-     * against 18 for 64 x 64 of 4 x 4). Elsewhere the portable, unmeasured-safe defaults. */
+     * into floats), the products' sums by warp shuffles (+5 % on an H200's 7B GEMVs), and
+     * 128 x 128 prefill tiles of 8 x 8 per work-item (22-24 TFLOP/s on an H200 against 18 for
+     * 64 x 64 of 4 x 4). Elsewhere the portable, unmeasured-safe defaults. */
     const bool nv = tern_cl_nvidia_gpu(&cl->info) && max_wg >= 256 && cl->info.local_mem >= 32768;
     /* TERN_OPENCL_DEFAULT_DOT8 replaces the device's default DOT8 (tests of the fallback on
      * devices whose default is 0; -DDOT8= in TERN_OPENCL_OPTIONS is the user's choice, kept) */
@@ -79,6 +80,7 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, bool dot8_of
     tunable list[] = {
         {"MV_WGS", &t->mv_wgs, wide >= 64 ? 64 : wide, true, 1, BIG},
         {"MV_ROWS", &t->mv_rows, 4, false, 1, BIG},
+        {"MV_SHFL", &t->mv_shfl, nv ? 1 : 0, false, 0, 1},
         {"DOT8", &t->dot8, dot8_off ? 0 : dot8_default, false, 0, 2},
         {"MM_TN", &t->mm_tn, nv ? 128 : 64, false, 1, BIG},
         {"MM_TM", &t->mm_tm, nv ? 128 : 64, false, 1, BIG},

@@ -5,7 +5,8 @@
  *  - one work-group computes MV_ROWS rows: each piece of x (32 floats) is loaded once and
  *    reused for every row, which keeps x's cache traffic below W's;
  *  - its MV_WGS work-items take consecutive pieces of the same rows, so their loads of W are
- *    consecutive bytes (coalesced); the partial sums meet in one local-memory reduction;
+ *    consecutive bytes (coalesced); the partial sums meet in one local-memory reduction (or
+ *    warp shuffles, MV_SHFL);
  *  - with DOT8 on (common.cl), quantized weights meet x rounded to 8 bits: the levels stay
  *    bytes and four products are one instruction, where converting every level to a float
  *    costs more integer instructions per weight than a GPU's memory leaves time for.
@@ -22,6 +23,28 @@
 #endif
 #ifndef MV_ROWS
 #define MV_ROWS 4
+#endif
+/* MV_SHFL 1: the work-group's sums by warp shuffles (NVIDIA's shfl.sync through inline PTX, so
+ * only where DOT8 is 2, and for work-groups of whole warps), then the warps' sums through local
+ * memory: one barrier instead of one per halving (H200: +5 % on the 7B GEMVs). Elsewhere 0. */
+#ifndef MV_SHFL
+#define MV_SHFL 0
+#endif
+#if MV_SHFL && (DOT8 != 2 || MV_WGS % 32 != 0)
+#undef MV_SHFL
+#define MV_SHFL 0
+#endif
+
+#if MV_SHFL
+/* The sum of v over the 32 work-items of a warp, in every one of them. */
+static inline float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        uint t;
+        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(t) : "r"(as_uint(v)), "r"(o));
+        v += as_float(t);
+    }
+    return v;
+}
 #endif
 
 /* Adds the products of this work-item's pieces of rows row0 .. row0 + MV_ROWS - 1 with x (f32,
@@ -62,7 +85,9 @@ static inline void sums_f32(const int type, global const uchar *w, const ulong r
 
 /* The same with x rounded to 8 bits (quantize_x8's layout: the m tokens' levels, then their f16
  * scales, m = the launch's token count): the levels times x's levels summed in integers, four
- * bytes per dot4, then scaled once per run. Each run of a piece lies in one block of 32 of x. */
+ * bytes per dot4, then scaled once per run. Each run of a piece lies in one block of 32 of x.
+ * (Loading two pieces of every row before the arithmetic, for more bytes in flight, measured
+ * slower on an H200: 1855 against 2086 GB/s, docs/benchmarks.md.) */
 static inline void sums_x8(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                            const int k, global const uchar *xq, const int row0, float *acc) {
     const int runs = piece_runs(type), words = 8 / runs, n_pieces = k / PIECE;
@@ -77,14 +102,16 @@ static inline void sums_x8(const int type, global const uchar *w, const ulong ro
         float dx[4], dxs[4]; /* per run: x's scale, and the scale times the sum of x's levels */
         for (int r = 0; r < runs; r++) {
             const int at = run_start(type, p, r);
-            global const uint *src = (global const uint *)(xq + at); /* 8-byte aligned */
+            /* a run is 4 * words bytes at a multiple of its length (x8 rows start at multiples of
+             * 32 bytes): whole-vector loads, one instruction each */
             if (words == 8) {
-                const uint8 v = vload8(0, src);
-                vstore8(v, 0, xw);
+                global const uint4 *src = (global const uint4 *)(xq + at);
+                vstore4(src[0], 0, xw);
+                vstore4(src[1], 1, xw);
             } else if (words == 4) {
-                vstore4(vload4(0, src), r, xw);
+                vstore4(*(global const uint4 *)(xq + at), r, xw);
             } else {
-                vstore2(vload2(0, src), r, xw);
+                vstore2(*(global const uint2 *)(xq + at), r, xw);
             }
             dx[r] = vload_half(at / 32, xd);
             int t = 0;
@@ -120,6 +147,25 @@ static inline void matvec_sums(const int type, global const uchar *w, const ulon
         sums_x8(type, w, row_bytes, n_rows, k, (global const uchar *)x, row0, acc);
     else
         sums_f32(type, w, row_bytes, n_rows, k, x, row0, acc);
+#if MV_SHFL
+    /* each warp's sums by shuffles, then the warps' sums added through local memory */
+    for (int j = 0; j < MV_ROWS; j++) {
+        const float v = warp_sum(acc[j]);
+        if (lid % 32 == 0)
+            red[j * MV_WGS + lid / 32] = v;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (MV_WGS > 32) {
+        float t = 0.0f;
+        if (lid < MV_ROWS)
+            for (int i = 0; i < MV_WGS / 32; i++)
+                t += red[lid * MV_WGS + i];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < MV_ROWS)
+            red[lid * MV_WGS] = t;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#else
     for (int j = 0; j < MV_ROWS; j++)
         red[j * MV_WGS + lid] = acc[j];
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -129,6 +175,7 @@ static inline void matvec_sums(const int type, global const uchar *w, const ulon
                 red[j * MV_WGS + lid] += red[j * MV_WGS + lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#endif
 }
 
 static inline void matvec(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,

@@ -91,6 +91,12 @@ uint64_t tern_cl_memory_used(const tern_cl *cl);
 /* Wait for the queue; return (and clear) the first failure since the last call. */
 tern_status tern_cl_finish(tern_cl *cl, tern_error *err);
 
+/* With TERN_OPENCL_PROFILE=1: the device time (OpenCL profiling events, ns) and the number of
+ * kernel launches finished so far, every kernel together; false when not profiling. Read after
+ * tern_cl_finish; differences over a stretch of launches give their time on the device alone,
+ * without the launch cost. */
+bool tern_cl_profile_totals(const tern_cl *cl, double *ns, long *launches);
+
 /* ---- buffers ---- */
 
 /* A device buffer of `bytes`, filled from host; when host is NULL its contents are undefined
@@ -196,12 +202,15 @@ typedef struct tern_cl_bandwidth {
 
 /* The device's read bandwidth: a plain read kernel (bandwidth.cl: coalesced uint4 loads, one
  * value written per work-group) streams a buffer once to warm up, then `reps` times (1 to 100),
- * each timed from the launch to the end of tern_cl_finish. The buffer is `bytes` (0: 1 GiB), cut
- * to the allocation limit and to a quarter of the global memory, far beyond any device cache; it
- * is written from the host first so every page is real memory. Allocates for the call only;
- * TERN_ERR_UNSUPPORTED when the device cannot hold 1 MiB to read. */
+ * each timed from the first launch to the end of tern_cl_finish. The buffer is `bytes` (0: 1 GiB),
+ * cut to the allocation limit and to a quarter of the global memory, far beyond any device cache;
+ * it is written from the host first so every page is real memory. chunk 0 reads it in one launch
+ * (the roofline); otherwise in back-to-back launches of about `chunk` bytes each over consecutive
+ * parts, as decode's products read their weights: what a kernel of that size can reach, launch
+ * cost included. Allocates for the call only; TERN_ERR_UNSUPPORTED when the device cannot hold
+ * 1 MiB to read. */
 #define TERN_CL_BANDWIDTH_BYTES ((size_t)1 << 30)
-tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, int reps, tern_cl_bandwidth *out,
+tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, size_t chunk, int reps, tern_cl_bandwidth *out,
                                    tern_error *err);
 
 #endif

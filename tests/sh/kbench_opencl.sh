@@ -2,7 +2,8 @@
 # tern kbench and tern bench on the first OpenCL device (PoCL in CI), kept short with --quick and
 # the tiny golden model:
 #  - kbench --backend opencl: the device's read bandwidth (bandwidth.cl), decode gemm rows with
-#    GB/s and a share of that bandwidth, the prefill row in GFLOP/s, the fused q/k/v row, the
+#    GB/s and a share of that bandwidth, the read kernel in launches of each decode product's
+#    size, device-time rows under TERN_OPENCL_PROFILE=1, the prefill row in GFLOP/s, the fused q/k/v row, the
 #    attention and row-operation rows, --kernel in either case, TERN_OPENCL_OPTIONS reaching the
 #    build;
 #  - bench --backend opencl: a % roofline against the device's read bandwidth, measured once per
@@ -33,11 +34,15 @@ suppress_pocl_leaks
 expect "kbench opencl q4_k (json)" 0 "$TERN" kbench --backend opencl --isa opencl --kernel q4_k --quick -o json
 json "the device's read bandwidth" '.opencl_gbs > 0 and .opencl_bandwidth.median_gbs == .opencl_gbs and .opencl_bandwidth.bytes >= 1048576 and .opencl_bandwidth.reps >= 1'
 json "the device is named" '.opencl | test("^device [0-9]+, ")'
-json "only opencl rows, only Q4_K gemm" '(.results | length) >= 3 and ([.results[] | select(.isa != "opencl" or .family != "gemm" or .type != "Q4_K")] | length == 0)'
-json "decode gemm: GB/s and a share of the device's bandwidth" '[.results[] | select(.m == 1 and (.shape | startswith("ffn_up")))] | length == 1 and (.[0] | .gbs > 0 and .ms_median > 0 and .roofline_pct > 0 and (.roofline_pct - 100 * .gbs / $bw | fabs) < 0.5)' --argjson bw "$(jq .opencl_gbs "$tmp/out")"
+json "only opencl rows, only Q4_K gemm and the read kernel" '(.results | length) >= 3 and ([.results[] | select(.isa != "opencl" or .family != "gemm" or (.type != "Q4_K" and .type != "read_bw"))] | length == 0)'
+json "the read kernel in launches of each decode product's bytes, rated" '[.results[] | select(.type == "Q4_K" and .m == 1) | .shape] as $d | [.results[] | select(.type == "read_bw")] | length == ($d | length) and (map(.shape) | sort) == ($d | sort) and all(.[]; .gbs > 0 and .m == 1 and .roofline_pct > 0)'
+json "decode gemm: GB/s and a share of the device's bandwidth" '[.results[] | select(.type == "Q4_K" and .m == 1 and (.shape | startswith("ffn_up")))] | length == 1 and (.[0] | .gbs > 0 and .ms_median > 0 and .roofline_pct > 0 and (.roofline_pct - 100 * .gbs / $bw | fabs) < 0.5)' --argjson bw "$(jq .opencl_gbs "$tmp/out")"
 json "prefill gemm: GFLOP/s, not rated against the bandwidth" '[.results[] | select(.m == 64)] | length == 1 and .[0].gflops > 0 and .[0].roofline_pct == null'
-json "the fused q/k/v launch" '[.results[] | select(.shape | startswith("attn_qkv"))] | length == 1 and .[0].m == 1 and .[0].gbs > 0 and .[0].rows == 2560'
+json "the fused q/k/v launch" '[.results[] | select(.type == "Q4_K" and (.shape | startswith("attn_qkv")))] | length == 1 and .[0].m == 1 and .[0].gbs > 0 and .[0].rows == 2560'
 json "nothing skipped" '.skipped == []'
+json "no kernel-time rows unless profiling" '[.results[] | select(.shape | endswith(", kernel"))] | length == 0'
+expect "kbench opencl q4_k, profiled (json)" 0 env TERN_OPENCL_PROFILE=1 "$TERN" kbench --backend opencl --isa opencl --kernel q4_k --quick -o json
+json "profiled: every decode row has its device time beside it" '[.results[] | select(.m == 1 and (.shape | endswith(", kernel") | not)) | .shape + ", kernel"] as $want | ([.results[] | select(.shape | endswith(", kernel")) | select(.ms_median > 0 and .gbs > 0 and .roofline_pct > 0) | .shape] | sort) == ($want | sort)'
 
 # ---- kbench: attention and the row operations, markdown ----
 expect "kbench opencl attention (md)" 0 "$TERN" kbench --backend opencl --isa opencl --kernel attention --quick
