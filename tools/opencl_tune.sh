@@ -55,7 +55,7 @@ grep -E "^\| \| opencl \|" "$OUT/kbench.log" | sed 's/^/   /'
 # matvec tunables with the default products (GEMV GB/s at the 7B shapes).
 step decode_f32 env TERN_OPENCL_OPTIONS=-DDOT8=0 "$TERN" bench -m "$MODEL" --backend opencl -p 16 -n 128 -r 2
 grep -h "^| t=" "$OUT/decode_f32.log" | tail -1 | sed 's/^/   /'
-for o in -DMV_ROWS=2 -DMV_ROWS=8 -DMV_WGS=32 -DMV_WGS=128; do
+for o in -DMV_SHFL=0 -DMV_SHFL=1 -DMV_ROWS=2 -DMV_ROWS=8 -DMV_WGS=32 -DMV_WGS=128; do
     TERN_OPENCL_OPTIONS="$o" "$TERN" kbench --isa opencl --kernel q4_k >"$OUT/matvec$o.log" 2>&1
     echo "== $o (exit $?):"
     grep -E "^\| \| opencl \| Q4_K \| 7B \| .* \| 1 \|" "$OUT/matvec$o.log" | awk -F'|' '{printf "   %s %s GB/s\n", $6, $10}'
