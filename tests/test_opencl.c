@@ -658,6 +658,56 @@ static void test_attention_spans(void **state) {
     free(scores);
 }
 
+/* With int8 products, attention writes its output rounded for the product that follows (the
+ * o-projection): that product must give the bits of the same product over a copy of the output
+ * (which rounds on its own), with one span and with several (attention_merge writes it), for
+ * one token and three, with grouped heads. */
+static void test_attention_then_product(void **state) {
+    (void)state;
+    const int64_t n_head = 4, n_head_kv = 2, dk = 64, dv = 64, n_ctx = 1100, width = n_head * dv, rows = 67;
+    weights w = make_weights(TERN_TYPE_Q4_K, rows, width);
+    tern_cl_matrix *dev = NULL;
+    tern_error err = {0};
+    assert_int_equal(tern_cl_matrix_upload(g_cl, w.type, width, rows, w.q, &dev, &err), TERN_OK);
+    float *k = random_floats((size_t)(n_ctx * n_head_kv * dk), 1.5f);
+    float *v = random_floats((size_t)(n_ctx * n_head_kv * dv), 1.0f);
+    float *q = random_floats((size_t)(3 * width), 1.5f);
+    uint16_t *kh = malloc(2 * (size_t)(n_ctx * n_head_kv * dk)), *vh = malloc(2 * (size_t)(n_ctx * n_head_kv * dv));
+    g_ref.f32_to_f16(n_ctx * n_head_kv * dk, k, kh);
+    g_ref.f32_to_f16(n_ctx * n_head_kv * dv, v, vh);
+    cl_mem kc = put(g_cl, kh, 2 * (size_t)(n_ctx * n_head_kv * dk)), vc = put(g_cl, vh, 2 * (size_t)(n_ctx * n_head_kv * dv));
+    cl_mem qd = put(g_cl, q, sizeof(float) * (size_t)(3 * width));
+    cl_mem od = put(g_cl, NULL, sizeof(float) * (size_t)(3 * width)), o2 = put(g_cl, NULL, sizeof(float) * (size_t)(3 * width));
+    float a[3 * 67], b[3 * 67];
+    cl_mem ya = put(g_cl, NULL, sizeof a), yb = put(g_cl, NULL, sizeof b);
+    const int64_t positions[] = {5, n_ctx - 3}; /* one span; several */
+    for (int i = 0; i < 2; i++)
+        for (int64_t m = 1; m <= 3; m += 2) {
+            const tern_cl_attn_shape s = {positions[i], m, n_head, n_head_kv, dk, dv, n_head_kv * dk, n_head_kv * dv,
+                                          0, 0.125f};
+            tern_cl_attention(g_cl, qd, kc, vc, &s, od);
+            tern_cl_matmul(g_cl, dev, od, m, ya);
+            tern_cl_copy(g_cl, od, 0, o2, 0, sizeof(float) * (size_t)(m * width));
+            tern_cl_matmul(g_cl, dev, o2, m, yb);
+            get(g_cl, ya, a, sizeof(float) * (size_t)(m * rows));
+            get(g_cl, yb, b, sizeof(float) * (size_t)(m * rows));
+            for (int64_t j = 0; j < m * rows; j++)
+                if (memcmp(&a[j], &b[j], sizeof a[j]) != 0)
+                    fail_msg("position %lld, %lld tokens, [%lld]: %.9g after attention, %.9g after a copy",
+                             (long long)positions[i], (long long)m, (long long)j, a[j], b[j]);
+        }
+    cl_mem bufs[] = {kc, vc, qd, od, o2, ya, yb};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        tern_cl_release(g_cl, bufs[i], 0);
+    tern_cl_matrix_free(g_cl, dev);
+    free_weights(&w);
+    free(k);
+    free(v);
+    free(q);
+    free(kh);
+    free(vh);
+}
+
 /* ---- weights split by the allocation limit, CLBlast ---- */
 
 /* TERN_OPENCL_SPLIT of 3 rows: 67 rows become 23 parts; every product and lookup must give
@@ -1101,6 +1151,7 @@ int main(void) {
         cmocka_unit_test(test_glu_add),
         cmocka_unit_test(test_kv_attention),
         cmocka_unit_test(test_attention_spans),
+        cmocka_unit_test(test_attention_then_product),
         cmocka_unit_test(test_split_weights),
         cmocka_unit_test(test_clblast),
         cmocka_unit_test(test_program_cache),
@@ -1130,6 +1181,7 @@ int main(void) {
             cmocka_unit_test(test_matmul_every_type), cmocka_unit_test(test_matmul_small_shapes),
             cmocka_unit_test(test_matmul_shared),     cmocka_unit_test(test_matmul_glu),
             cmocka_unit_test(test_split_weights),     cmocka_unit_test(test_norm_then_product),
+            cmocka_unit_test(test_attention_then_product),
         };
         failed += cmocka_run_group_tests(products, NULL, NULL);
         if (saved)

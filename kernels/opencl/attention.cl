@@ -14,6 +14,7 @@
  *   rescaled by exp(m_old - m_new)), and each work-item accumulates its own output dimensions.
  *   With one split the result is written normalized; with more, each span writes (its
  *   unnormalized output, m, l) to `part` and attention_merge combines the spans the same way.
+ *   Whichever writes the output can also write it rounded for the next int8 product (head_x8).
  *   All sums in f32. Mathematically the reference's softmax(scale q.K) V; rounding differs.
  *   Preconditions: head sizes <= ATT_MAX_D, ATT_WGS a power of two.
  */
@@ -102,10 +103,24 @@ static inline float dot_f16(local const float *q, global const half *k, const in
     return s;
 }
 
+/* With use_x8 (decode with int8 products, dv a multiple of 32): the head's output, written by
+ * this work-group at out_row, also rounded to 8 bits into x8 in quantize_x8's layout for rows of
+ * n_head * dv (one per token, n_tokens of them), so the product that reads it (the o-projection)
+ * needs no quantize_x8 launch. quantize_block32 gives the bytes that launch would have. */
+static inline void head_x8(global const float *out_row, const int h, const int t, const int n_tokens,
+                           const int n_head, const int dv, global uchar *x8) {
+    barrier(CLK_GLOBAL_MEM_FENCE); /* the row's stores by every work-item are visible */
+    const size_t width = (size_t)n_head * (size_t)dv;
+    for (int b = get_local_id(0); b < dv / 32; b += ATT_WGS)
+        quantize_block32(out_row, b, x8 + (size_t)t * width + (size_t)h * (size_t)dv,
+                         (global half *)(x8 + (size_t)n_tokens * width) + (size_t)t * (width / 32) +
+                             (size_t)h * (size_t)(dv / 32));
+}
+
 kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     global const float *q, global const half *kc, global const half *vc, global float *out, const int pos0,
     const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width, const int v_width,
-    const float scale, const int window, const int span, global float *part) {
+    const float scale, const int window, const int span, global float *part, global uchar *x8, const int use_x8) {
     local float ql[ATT_MAX_D];
     local float pl[ATT_WGS];
     local float red[ATT_WGS];
@@ -162,6 +177,8 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
             if (d < dv)
                 out[qrow * (size_t)dv + d] = acc[j] * inv;
         }
+        if (use_x8)
+            head_x8(out + qrow * (size_t)dv, h, t, get_num_groups(2), n_head, dv, x8);
         return;
     }
     /* an empty span (a short query's range ends before it) leaves m = -inf, l = 0 */
@@ -180,7 +197,8 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
 /* The spans of one (head, token): out = sum_s e_s acc_s / sum_s e_s l_s, e_s = exp(m_s - max m).
  * Global size (n_head * ATT_WGS, n_tokens). */
 kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge(
-    global const float *part, const int n_splits, const int n_head, const int dv, global float *out) {
+    global const float *part, const int n_splits, const int n_head, const int dv, global float *out,
+    global uchar *x8, const int use_x8) {
     const int h = get_group_id(0), t = get_group_id(1), lid = get_local_id(0);
     const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
     global const float *p = part + qrow * (size_t)n_splits * (size_t)(dv + 2);
@@ -202,6 +220,8 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge
         }
         out[qrow * (size_t)dv + d] = a * inv;
     }
+    if (use_x8)
+        head_x8(out + qrow * (size_t)dv, h, t, get_num_groups(1), n_head, dv, x8);
 }
 
 /* attention_tiled: the same attention for a batch of queries (prefill), one work-group per

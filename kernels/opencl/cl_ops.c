@@ -113,6 +113,11 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
                            (uint64_t)(s->n_head / s->n_head_kv));
         return;
     }
+    /* decode: the output also rounded for the o-projection's int8 product, when the heads hold
+     * whole blocks of 32 (attention.cl's head_x8) */
+    const int64_t width = s->n_head * s->head_dim_v;
+    cl_mem x8 = s->head_dim_v % 32 == 0 ? tern_cl_x8_for(cl, width, s->n_tokens) : NULL;
+    const cl_int use_x8 = x8 != NULL;
     const cl_int span = (cl_int)attention_span(cl, s, keys);
     const int n_splits = (int)((keys + span - 1) / span);
     cl_mem part = out; /* not read with one split */
@@ -129,18 +134,21 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
     const tern_cl_arg args[] = {TERN_CL_ARG(q),  TERN_CL_ARG(kc), TERN_CL_ARG(vc),  TERN_CL_ARG(out),
                                 TERN_CL_ARG(p0), TERN_CL_ARG(nh), TERN_CL_ARG(nkv), TERN_CL_ARG(dk),
                                 TERN_CL_ARG(dv), TERN_CL_ARG(kw), TERN_CL_ARG(vw),  TERN_CL_ARG(scale),
-                                TERN_CL_ARG(win), TERN_CL_ARG(span), TERN_CL_ARG(part)};
+                                TERN_CL_ARG(win), TERN_CL_ARG(span), TERN_CL_ARG(part), TERN_CL_ARG(x8),
+                                TERN_CL_ARG(use_x8)};
     const size_t global[3] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)n_splits, (size_t)s->n_tokens};
     const size_t local[3] = {(size_t)cl->tune.att_wgs, 1, 1};
-    tern_cl_launch(cl, cl->attention, "attention", 15, args, 3, global, local,
+    tern_cl_launch(cl, cl->attention, "attention", 17, args, 3, global, local,
                    (uint64_t)(s->n_tokens * keys * (s->k_width + s->v_width)) * 2 / (uint64_t)(s->n_head / s->n_head_kv));
-    if (n_splits == 1)
-        return;
-    const tern_cl_arg margs[] = {TERN_CL_ARG(part), TERN_CL_ARG(ns), TERN_CL_ARG(nh), TERN_CL_ARG(dv),
-                                 TERN_CL_ARG(out)};
-    const size_t mglobal[2] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)s->n_tokens};
-    const size_t mlocal[2] = {(size_t)cl->tune.att_wgs, 1};
-    tern_cl_launch(cl, cl->attention_merge, "attention_merge", 5, margs, 2, mglobal, mlocal, 0);
+    if (n_splits > 1) {
+        const tern_cl_arg margs[] = {TERN_CL_ARG(part), TERN_CL_ARG(ns), TERN_CL_ARG(nh),    TERN_CL_ARG(dv),
+                                     TERN_CL_ARG(out),  TERN_CL_ARG(x8), TERN_CL_ARG(use_x8)};
+        const size_t mglobal[2] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)s->n_tokens};
+        const size_t mlocal[2] = {(size_t)cl->tune.att_wgs, 1};
+        tern_cl_launch(cl, cl->attention_merge, "attention_merge", 7, margs, 2, mglobal, mlocal, 0);
+    }
+    if (x8) /* after the last launch: a launch forgets what x8 holds */
+        tern_cl_x8_holds(cl, out, width, s->n_tokens);
 }
 
 void tern_cl_glu(tern_cl *cl, cl_mem gate, cl_mem up, int64_t n, bool gelu, cl_mem out) {
