@@ -253,8 +253,8 @@ static tern_status cl_gemm_run(tern_kbench_state *s, tern_cl *cl, uint32_t type,
 }
 
 /* The plain read kernel in back-to-back launches of a decode product's weight bytes (type
- * "read_bw"): what any kernel of that size reaches here, launch cost included, beside the
- * product's own row. */
+ * "read_bw"), beside the product's own row: what a bare stream of coalesced loads of that size
+ * reaches on this device, launch cost included, the bar a product of that size is held to. */
 static void cl_read_row(tern_kbench_state *s, tern_cl *cl, const tern_kbench_model *ms, const char *shape,
                         size_t bytes) {
     tern_cl_bandwidth bw;
