@@ -70,6 +70,11 @@ static cl_mem put(tern_cl *cl, const void *data, size_t bytes) {
     return m;
 }
 
+static void release_all(const cl_mem *bufs, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        tern_cl_release(g_cl, bufs[i], 0);
+}
+
 static void get(tern_cl *cl, cl_mem m, void *out, size_t bytes) {
     tern_error err = {0};
     if (tern_cl_read(cl, m, 0, bytes, out, &err) != TERN_OK)
@@ -465,9 +470,8 @@ static void test_norm_then_product(void **state) {
     get(g_cl, oa, a, sizeof a);
     get(g_cl, ob, b, sizeof b);
     assert_memory_equal(a, b, sizeof a);
-    cl_mem bufs[] = {xd, wd, yd, y2, td, oa, ob};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        tern_cl_release(g_cl, bufs[i], 0);
+    const cl_mem bufs[] = {xd, wd, yd, y2, td, oa, ob};
+    release_all(bufs, sizeof bufs / sizeof bufs[0]);
     tern_cl_matrix_free(g_cl, dev);
     free_weights(&w);
     free(x);
@@ -696,9 +700,8 @@ static void test_attention_then_product(void **state) {
                     fail_msg("position %lld, %lld tokens, [%lld]: %.9g after attention, %.9g after a copy",
                              (long long)positions[i], (long long)m, (long long)j, a[j], b[j]);
         }
-    cl_mem bufs[] = {kc, vc, qd, od, o2, ya, yb};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        tern_cl_release(g_cl, bufs[i], 0);
+    const cl_mem bufs[] = {kc, vc, qd, od, o2, ya, yb};
+    release_all(bufs, sizeof bufs / sizeof bufs[0]);
     tern_cl_matrix_free(g_cl, dev);
     free_weights(&w);
     free(k);
