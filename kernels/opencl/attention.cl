@@ -109,12 +109,10 @@ static inline float dot_f16(local const float *q, global const half *k, const in
  * needs no quantize_x8 launch. quantize_block32 gives the bytes that launch would have. */
 static inline void head_x8(global const float *out_row, const int h, const int t, const int n_tokens,
                            const int n_head, const int dv, global uchar *x8) {
-    barrier(CLK_GLOBAL_MEM_FENCE); /* the row's stores by every work-item are visible */
     const size_t width = (size_t)n_head * (size_t)dv;
-    for (int b = get_local_id(0); b < dv / 32; b += ATT_WGS)
-        quantize_block32(out_row, b, x8 + (size_t)t * width + (size_t)h * (size_t)dv,
-                         (global half *)(x8 + (size_t)n_tokens * width) + (size_t)t * (width / 32) +
-                             (size_t)h * (size_t)(dv / 32));
+    group_x8(out_row, dv, x8 + (size_t)t * width + (size_t)h * (size_t)dv,
+             (global half *)(x8 + (size_t)n_tokens * width) + (size_t)t * (width / 32) +
+                 (size_t)h * (size_t)(dv / 32));
 }
 
 kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(

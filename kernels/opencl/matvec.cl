@@ -258,6 +258,16 @@ static inline void quantize_block32(global const float *src, const int b, global
     vstore_half(d, (size_t)b, scales);
 }
 
+/* The n values at src (n a multiple of 32), just written by this work-group, rounded to 8 bits
+ * into levels and scales (quantize_block32), the blocks spread over its work-items: how a kernel
+ * whose output feeds a decode product writes that input too (the norms, attention). */
+static inline void group_x8(global const float *src, const int n, global uchar *levels,
+                            global half *scales) {
+    barrier(CLK_GLOBAL_MEM_FENCE); /* the values' stores by every work-item are visible */
+    for (int b = get_local_id(0); b < n / 32; b += get_local_size(0))
+        quantize_block32(src, b, levels, scales);
+}
+
 /* quantize_x8: x (m rows of k floats, k a multiple of 32) rounded to 8 bits per block of 32
  * (quantize_block32) into out: the m * k levels, then the m * k / 32 scales. Global size
  * (k / 32, m) with the first rounded up to the work-group. */

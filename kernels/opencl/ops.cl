@@ -66,11 +66,8 @@ static inline void scale_row(global const float *x, global const float *w, const
  * rounded to 8 bits into x8 in quantize_x8's layout (rows = the launch's work-groups), so the
  * products that read it need no quantize_x8 launch. */
 static inline void norm_x8(global const float *out_row, const int n, global uchar *x8) {
-    barrier(CLK_GLOBAL_MEM_FENCE); /* the row's stores by every work-item are visible */
     const size_t r = get_group_id(0), rows = get_num_groups(0);
-    for (int b = get_local_id(0); b < n / 32; b += NORM_WGS)
-        quantize_block32(out_row, b, x8 + r * (size_t)n,
-                         (global half *)(x8 + rows * (size_t)n) + r * (size_t)(n / 32));
+    group_x8(out_row, n, x8 + r * (size_t)n, (global half *)(x8 + rows * (size_t)n) + r * (size_t)(n / 32));
 }
 
 kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void rmsnorm(
