@@ -397,6 +397,54 @@ static void test_gemm_prefill_blocking(void **state) {
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         check_gemm(f, types[t], 19 * 256, 130, 13, 7000 + 10 * t);
         check_gemm(f, types[t], 3 * 256, 37, 17, 7001 + 10 * t);
+        check_gemm(f, types[t], 2 * 256, 67, 10, 7002 + 10 * t); /* the last tiles: 2 and 3 rows */
+        check_gemm(f, types[t], 2 * 256, 66, 11, 7003 + 10 * t);
+    }
+}
+
+/* The avx2 and avx512vnni tables give bit-identical Q4_K and Q6_K products (their lane sums are the
+ * same integers and every float operation after them is written once, matmul_k_tile.h), whichever
+ * of their drivers an m takes: decode, the 8-row tiles, or the VNNI panels (m >= 8) in every tile
+ * shape. test_golden's margins rely on it (docs/kernels.md). */
+static void test_gemm_k_tables_agree(void **state) {
+    const fixture *f = *state;
+    const tern_cpu_kernels *avx2 = NULL, *vnni = NULL;
+    for (int t = 0; t < f->n; t++) {
+        if (!strcmp(f->tables[t].isa, "avx2"))
+            avx2 = &f->tables[t];
+        if (!strcmp(f->tables[t].isa, "avx512vnni"))
+            vnni = &f->tables[t];
+    }
+    if (!avx2 || !vnni) {
+        print_message("skipped: this CPU lacks avx2 or avx512vnni\n");
+        return;
+    }
+    enum { K = 19 * 256, ROWS = 131, M = 19 };
+    static const uint32_t types[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K};
+    static const int64_t ms[] = {1, 5, 8, 10, 11, 13, 19};
+    rng r = {4242};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const size_t w_row = tern_type_row_bytes(types[t], K), x_row = tern_dot_row_bytes(types[t], K);
+        uint8_t *w = malloc(w_row * ROWS), *xq = malloc(x_row * M);
+        float *x = malloc(sizeof(float) * K), *y2 = malloc(sizeof(float) * ROWS * M),
+              *y5 = malloc(sizeof(float) * ROWS * M);
+        assert_true(w && xq && x && y2 && y5);
+        for (int64_t row = 0; row < ROWS; row++)
+            make_weight_row(types[t], w + (size_t)row * w_row, K, row, &r);
+        for (int64_t i = 0; i < M; i++) {
+            for (int64_t e = 0; e < K; e++)
+                x[e] = rng_normalish(&r);
+            avx2->quantize_act[tern_dot_format(types[t])](x, xq + (size_t)i * x_row, K);
+        }
+        for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++) {
+            avx2->gemm[types[t]](K, w, w_row, ROWS, xq, x_row, ms[a], y2, ROWS);
+            vnni->gemm[types[t]](K, w, w_row, ROWS, xq, x_row, ms[a], y5, ROWS);
+            for (int64_t e = 0; e < ms[a] * ROWS; e++)
+                if (memcmp(&y2[e], &y5[e], sizeof(float)))
+                    fail_msg("%s m=%lld: avx2 %.9g, avx512vnni %.9g at act %lld row %lld", tern_type_name(types[t]),
+                             (long long)ms[a], y2[e], y5[e], (long long)(e / ROWS), (long long)(e % ROWS));
+        }
+        free(w), free(xq), free(x), free(y2), free(y5);
     }
 }
 
@@ -926,6 +974,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_extreme_blocks),
         cmocka_unit_test(test_gemm_tile_tails),
         cmocka_unit_test(test_gemm_prefill_blocking),
+        cmocka_unit_test(test_gemm_k_tables_agree),
         cmocka_unit_test(test_quantize_act_bytes),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),

@@ -51,19 +51,202 @@ static TERN_AVX2_INLINE __m256i kt6_sum(const __m256i v[4], const __m256i a[4], 
 
 #include "kernels/cpu/matmul_k_tile.h"
 
+/* ---- prefill: unpacked weight panels, 2 weight rows x 4 activation rows ----
+ *
+ * matmul_k_tile.h's tiles keep one weight row's unpacked block in registers and meet it with up
+ * to 8 activation rows, each product vector a load from the rearranged activations: one load per
+ * vpdpbusd, plus the block's unpacking again for every tile of 8 activation rows. On VNNI that
+ * leaves both the vector-load ports and the multiply pipes full (llvm-mca, znver4: 47.5 cycles of
+ * each per 8 row-blocks). For many activation rows this path unpacks a group of weight rows once
+ * per k-chunk into a panel (the same 352-byte layout as the activations) and multiplies 2 weight
+ * rows by 4 activation rows from registers: 6 loads per 8 vpdpbusd. The arithmetic per block and
+ * row pair is kt4_accumulate / kt6_accumulate, so results are bit-identical with the tiles'. */
+
+/* Weight rows per panel: 64 rows x 8 blocks x 352 bytes = 176 KiB, in L2, on the stack. */
+#define KP_GROUP 64
+#define KP_ROWS 2
+#define KP_COLS 4
+
+/* The panel block of a Q4_K weight block: q[0..3] the low nibbles, q[4..7] the high, aux[0] the
+ * scales, aux[1] the mins as floats, d. Of a Q6_K block: q[] the levels, aux[] the scales times d. */
+static void kp_unpack_q4k(const uint8_t *restrict blk, tern_avx2_kt_act *restrict out) {
+    __m256i sc;
+    __m256 mins;
+    kt4_unpack(blk, out->q, out->q + 4, &sc, &mins, &out->d);
+    out->aux[0] = sc;
+    out->aux[1] = _mm256_castps_si256(mins);
+}
+static void kp_unpack_q6k(const uint8_t *restrict blk, tern_avx2_kt_act *restrict out) {
+    __m256 sc_a, sc_b;
+    kt6_unpack(blk, out->q, &sc_a, &sc_b);
+    out->aux[0] = _mm256_castps_si256(sc_a);
+    out->aux[1] = _mm256_castps_si256(sc_b);
+}
+
+/* Keeps a loaded vector in a register: without this GCC folds the load into every vpdpbusd that
+ * uses it (a memory operand each), which brings back the one load per product this tiling is for. */
+static TERN_AVX2_INLINE void kp_in_register(__m256i *v) {
+    __asm__("" : "+v"(*v));
+}
+
+/* s[r][c] (+)= the lane products of panel vector j of weight row r and activation vector j of row c,
+ * for j in [j0, j0 + 4): both sides loaded once per j. */
+static TERN_AVX2_INLINE void kp_products(const tern_avx2_kt_act *const w[KP_ROWS], const int rows,
+                                         const tern_avx2_kt_act *const a[KP_COLS], const int cols, int j0,
+                                         __m256i s[KP_ROWS][KP_COLS]) {
+#pragma GCC unroll 4
+    for (int j = j0; j < j0 + 4; j++) {
+        __m256i wv[KP_ROWS], av[KP_COLS];
+#pragma GCC unroll 2
+        for (int r = 0; r < rows; r++) {
+            wv[r] = w[r]->q[j];
+            kp_in_register(&wv[r]);
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < cols; c++) {
+            av[c] = a[c]->q[j];
+            kp_in_register(&av[c]);
+        }
+#pragma GCC unroll 2
+        for (int r = 0; r < rows; r++)
+#pragma GCC unroll 4
+            for (int c = 0; c < cols; c++)
+                s[r][c] = _mm256_dpbusd_epi32(s[r][c], wv[r], av[c]);
+    }
+}
+
+/* y[c * y_stride + r] (+)= the dot products of panel rows r < rows (panel[r * TERN_KT_CHUNK + b])
+ * and activation rows c < cols (act[c * TERN_KT_CHUNK + b]) over n_blocks blocks; q6 picks the
+ * type. */
+static TERN_AVX2_INLINE void kp_tile(const tern_avx2_kt_act *restrict panel, const int rows, int64_t n_blocks,
+                                     const tern_avx2_kt_act *restrict act, const int cols, float *restrict y,
+                                     int64_t y_stride, int add, const int q6) {
+    __m256 acc[KP_ROWS][KP_COLS];
+#pragma GCC unroll 2
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < cols; c++)
+            acc[r][c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const tern_avx2_kt_act *w[KP_ROWS], *a[KP_COLS];
+        __m256i s0[KP_ROWS][KP_COLS], s1[KP_ROWS][KP_COLS];
+#pragma GCC unroll 2
+        for (int r = 0; r < rows; r++)
+            w[r] = panel + r * TERN_KT_CHUNK + b;
+#pragma GCC unroll 4
+        for (int c = 0; c < cols; c++) {
+            a[c] = act + c * TERN_KT_CHUNK + b;
+#pragma GCC unroll 2
+            for (int r = 0; r < rows; r++) { /* Q6_K's sums start from -32 * bsum */
+                s0[r][c] = q6 ? a[c]->aux[0] : _mm256_setzero_si256();
+                s1[r][c] = q6 ? a[c]->aux[1] : _mm256_setzero_si256();
+            }
+        }
+        kp_products(w, rows, a, cols, 0, s0);
+        kp_products(w, rows, a, cols, 4, s1);
+#pragma GCC unroll 2
+        for (int r = 0; r < rows; r++)
+#pragma GCC unroll 4
+            for (int c = 0; c < cols; c++)
+                acc[r][c] = q6 ? kt6_accumulate(acc[r][c], s0[r][c], s1[r][c], _mm256_castsi256_ps(w[r]->aux[0]),
+                                                _mm256_castsi256_ps(w[r]->aux[1]), a[c])
+                               : kt4_accumulate(acc[r][c], s0[r][c], s1[r][c], w[r]->aux[0],
+                                                _mm256_castsi256_ps(w[r]->aux[1]), _mm256_set1_ps(w[r]->d), a[c]);
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < rows; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < cols; c++) {
+            const float v = tern_avx2_hsum(acc[r][c]);
+            y[c * y_stride + r] = add ? y[c * y_stride + r] + v : v;
+        }
+}
+
+typedef void (*kp_tile_fn)(const tern_avx2_kt_act *restrict panel, int rows, int64_t n_blocks,
+                           const tern_avx2_kt_act *restrict act, int cols, float *restrict y, int64_t y_stride,
+                           int add);
+
+/* One instance per shape, so each gets its own register allocation. */
+#define KP_CASE(q6, r, c)                                                                                          \
+    case (r - 1) * KP_COLS + c - 1:                                                                                \
+        kp_tile(panel, r, n_blocks, act, c, y, y_stride, add, q6);                                                 \
+        break;
+#define KP_SWITCH(q6)                                                                                              \
+    switch ((rows - 1) * KP_COLS + cols - 1) {                                                                     \
+        KP_CASE(q6, 1, 1) KP_CASE(q6, 1, 2) KP_CASE(q6, 1, 3) KP_CASE(q6, 1, 4)                                    \
+        KP_CASE(q6, 2, 1) KP_CASE(q6, 2, 2) KP_CASE(q6, 2, 3) KP_CASE(q6, 2, 4)                                    \
+    }
+_Static_assert(KP_ROWS == 2 && KP_COLS == 4, "KP_SWITCH instantiates 1..2 x 1..4 tiles");
+static void kp_tile_q4k(const tern_avx2_kt_act *restrict panel, int rows, int64_t n_blocks,
+                        const tern_avx2_kt_act *restrict act, int cols, float *restrict y, int64_t y_stride,
+                        int add) {
+    KP_SWITCH(0)
+}
+static void kp_tile_q6k(const tern_avx2_kt_act *restrict panel, int rows, int64_t n_blocks,
+                        const tern_avx2_kt_act *restrict act, int cols, float *restrict y, int64_t y_stride,
+                        int add) {
+    KP_SWITCH(1)
+}
+
+/* The gemm over panels: weight rows in groups of KP_GROUP, k in chunks of TERN_KT_CHUNK blocks
+ * (each group's chunk unpacked once), activation rows in tiles of TERN_KT_TILE_M rearranged as in
+ * tern_avx2_gemm_kt, each met by the group's rows in tiles of KP_ROWS x KP_COLS. */
+static void gemm_kp(int64_t k, const uint8_t *restrict w, size_t w_stride, int64_t n_rows,
+                    const uint8_t *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride,
+                    size_t block_bytes, tern_avx2_kt_prep_fn prep,
+                    void (*unpack)(const uint8_t *restrict, tern_avx2_kt_act *restrict), kp_tile_fn tile) {
+    _Alignas(32) tern_avx2_kt_act act[TERN_KT_TILE_M * TERN_KT_CHUNK];
+    _Alignas(32) tern_avx2_kt_act panel[KP_GROUP * TERN_KT_CHUNK];
+    const int64_t n_blocks = k / TERN_QK_K;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += KP_GROUP) {
+        const int64_t group = n_rows - r0 < KP_GROUP ? n_rows - r0 : KP_GROUP;
+        for (int64_t b0 = 0; b0 < n_blocks; b0 += TERN_KT_CHUNK) {
+            const int64_t nb = n_blocks - b0 < TERN_KT_CHUNK ? n_blocks - b0 : TERN_KT_CHUNK;
+            for (int64_t r = 0; r < group; r++)
+                for (int64_t b = 0; b < nb; b++)
+                    unpack(w + (size_t)(r0 + r) * w_stride + (size_t)(b0 + b) * block_bytes,
+                           &panel[r * TERN_KT_CHUNK + b]);
+            for (int64_t i0 = 0; i0 < m; i0 += TERN_KT_TILE_M) {
+                const int64_t tile_m = m - i0 < TERN_KT_TILE_M ? m - i0 : TERN_KT_TILE_M;
+                for (int64_t i = 0; i < tile_m; i++)
+                    for (int64_t b = 0; b < nb; b++)
+                        prep(x + (size_t)(i0 + i) * x_stride + (size_t)(b0 + b) * sizeof(tern_block_q8_k),
+                             &act[i * TERN_KT_CHUNK + b]);
+                for (int64_t r = 0; r < group; r += KP_ROWS)
+                    for (int64_t c = 0; c < tile_m; c += KP_COLS)
+                        tile(panel + r * TERN_KT_CHUNK, group - r < KP_ROWS ? (int)(group - r) : KP_ROWS, nb,
+                             act + c * TERN_KT_CHUNK, tile_m - c < KP_COLS ? (int)(tile_m - c) : KP_COLS,
+                             y + (i0 + c) * y_stride + r0 + r, y_stride, b0 > 0);
+            }
+        }
+    }
+}
+
 /* ---- the table ---- */
+
+/* Activation rows from which the panels are used; fewer go through tern_avx2_gemm_kt, whose
+ * tiles unpack each weight block once per call for up to 8 rows anyway. */
+#define KP_MIN_M 8
 
 static void gemm_q4_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                       int64_t y_stride) {
-    tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
-                      tern_avx2_kt_prep_q4k, kt_tile_q4k);
+    if (m >= KP_MIN_M)
+        gemm_kp(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
+                tern_avx2_kt_prep_q4k, kp_unpack_q4k, kp_tile_q4k);
+    else
+        tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
+                          tern_avx2_kt_prep_q4k, kt_tile_q4k);
 }
 static void gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                       int64_t y_stride) {
-    tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q6_k),
-                      tern_avx2_kt_prep_q6k, kt_tile_q6k);
+    if (m >= KP_MIN_M)
+        gemm_kp(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q6_k),
+                tern_avx2_kt_prep_q6k, kp_unpack_q6k, kp_tile_q6k);
+    else
+        tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q6_k),
+                          tern_avx2_kt_prep_q6k, kt_tile_q6k);
 }
 
 void tern_cpu_kernels_fill_avx512vnni(tern_cpu_kernels *k) {

@@ -7,15 +7,12 @@
  *   __m256i kt6_sum(v[4], a[4], init);    Q6_K: init + the products of v[j] and a[j] summed into
  *                                         each int32 lane
  *
- * (16 products per lane in both), and get kt_tile_q4k and kt_tile_q6k (tern_avx2_kt_tile_fn).
- * The lane sums are the same integers on both paths and every later operation is written here
- * once, so the avx2 and avx512vnni tables give bit-identical K-quant results (checked once with a
- * throwaway program; the tables differed in an earlier version, by the grouping of the lanes,
- * enough to move test_golden's last-logit error by 8%).
- *
- * and get kt_tile_q4k and kt_tile_q6k (tern_avx2_kt_tile_fn). The integer sums are exact on both
- * paths and the float operations on them the same, so the two tables give the same K-quant
- * results.
+ * (16 products per lane in both), and get kt_tile_q4k and kt_tile_q6k (tern_avx2_kt_tile_fn),
+ * plus the pieces the VNNI panels reuse (kt4_unpack / kt6_unpack, kt4_accumulate /
+ * kt6_accumulate). The lane sums are the same integers on both paths and every later operation is
+ * written here once, so the avx2 and avx512vnni tables give bit-identical K-quant results
+ * (test_kernels' test_gemm_k_tables_agree; the tables differed in an earlier version, by the
+ * grouping of the lanes, enough to move test_golden's last-logit error by 8%).
  *
  * Q4_K, weight side: the 4 x 4 transposes of the 32-bit words of the 4 qs chunks
  * (tern_avx2_transpose_4x32) give vectors t[j] whose word c holds, in each half h, the 4 bytes of
@@ -41,10 +38,39 @@
  * 1, 3, 5, 7 in each half. */
 static const uint8_t kt4_scale_ctrl[16] = {0, 2, 4, 6, 1, 3, 5, 7, 0, 2, 4, 6, 1, 3, 5, 7};
 
+/* One Q4_K block in the tiles' order: lo[j] and hi[j] the low and high nibbles of the transposed
+ * qs words, sc the scales of the packed sums' int16 lanes, mins dmin * mn_t, d the block's d. */
+static TERN_AVX2_INLINE void kt4_unpack(const uint8_t *restrict blk, __m256i lo[4], __m256i hi[4], __m256i *sc,
+                                        __m256 *mins, float *d) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    __m256i q[4], t[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++)
+        q[c] = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c));
+    tern_avx2_transpose_4x32(q, t);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        lo[j] = _mm256_and_si256(t[j], nibble);
+        hi[j] = _mm256_and_si256(_mm256_srli_epi16(t[j], 4), nibble);
+    }
+    const __m128i sm = tern_avx2_k4_scales_mins(blk + 4);
+    *sc = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_loadu_si128((const __m128i *)kt4_scale_ctrl)));
+    *mins = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))),
+                          _mm256_set1_ps(tern_avx2_f16(blk + 2)));
+    *d = tern_avx2_f16(blk);
+}
+
+/* What one block adds to a row's Q4_K sum, from its lane totals (kt4_totals). */
+static TERN_AVX2_INLINE __m256 kt4_accumulate(__m256 acc, __m256i s_lo, __m256i s_hi, __m256i sc, __m256 mins,
+                                              __m256 d, const tern_avx2_kt_act *a) {
+    const __m256i isum = _mm256_madd_epi16(_mm256_packs_epi32(s_lo, s_hi), sc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_broadcast_ss(&a->d)), acc);
+    return _mm256_fnmadd_ps(mins, _mm256_castsi256_ps(a->aux[0]), acc);
+}
+
 static TERN_AVX2_INLINE void q4k_kt_rows(const uint8_t *restrict w, int64_t n_blocks,
                                          const tern_avx2_kt_act *restrict act, const int m, float *restrict y,
                                          int64_t y_stride, int add) {
-    const __m256i nibble = _mm256_set1_epi8(0x0F);
     __m256 acc[TERN_KT_TILE_M];
 #pragma GCC unroll 8
     for (int i = 0; i < m; i++)
@@ -53,29 +79,17 @@ static TERN_AVX2_INLINE void q4k_kt_rows(const uint8_t *restrict w, int64_t n_bl
         const uint8_t *blk = w + (size_t)b * sizeof(tern_block_q4_k);
         if (m == 1)
             tern_avx2_prefetch_block(blk, sizeof(tern_block_q4_k));
-        __m256i q[4], t[4], lo[4], hi[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++)
-            q[c] = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c));
-        tern_avx2_transpose_4x32(q, t);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            lo[j] = _mm256_and_si256(t[j], nibble);
-            hi[j] = _mm256_and_si256(_mm256_srli_epi16(t[j], 4), nibble);
-        }
-        const __m128i sm = tern_avx2_k4_scales_mins(blk + 4);
-        const __m256i sc = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_loadu_si128((const __m128i *)kt4_scale_ctrl)));
-        const __m256 mins = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))),
-                                          _mm256_set1_ps(tern_avx2_f16(blk + 2)));
-        const __m256 d = _mm256_set1_ps(tern_avx2_f16(blk));
+        __m256i lo[4], hi[4], sc;
+        __m256 mins;
+        float d1;
+        kt4_unpack(blk, lo, hi, &sc, &mins, &d1);
+        const __m256 d = _mm256_set1_ps(d1);
 #pragma GCC unroll 8
         for (int i = 0; i < m; i++) {
             const tern_avx2_kt_act *a = act + i * TERN_KT_CHUNK + b;
             __m256i s_lo, s_hi;
             kt4_totals(lo, hi, a, &s_lo, &s_hi);
-            const __m256i isum = _mm256_madd_epi16(_mm256_packs_epi32(s_lo, s_hi), sc);
-            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_broadcast_ss(&a->d)), acc[i]);
-            acc[i] = _mm256_fnmadd_ps(mins, _mm256_castsi256_ps(a->aux[0]), acc[i]);
+            acc[i] = kt4_accumulate(acc[i], s_lo, s_hi, sc, mins, d, a);
         }
     }
 #pragma GCC unroll 8
@@ -88,6 +102,28 @@ static TERN_AVX2_INLINE void q4k_kt_rows(const uint8_t *restrict w, int64_t n_bl
 /* Scale bytes of the lanes of vectors 0-3 and 4-7. */
 static const uint8_t q6_scale_ctrl[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
 
+/* One Q6_K block in the tiles' order: v[] the transposed levels, sc_a and sc_b d * the scales of
+ * the lanes of vectors 0-3 and 4-7. */
+static TERN_AVX2_INLINE void kt6_unpack(const uint8_t *restrict w, __m256i v[8], __m256 *sc_a, __m256 *sc_b) {
+    const tern_block_q6_k *blk = (const tern_block_q6_k *)w;
+    __m256i q[8];
+    tern_avx2_q6k_levels(w, q);
+    tern_avx2_transpose_4x32(q, v);
+    tern_avx2_transpose_4x32(q + 4, v + 4);
+    const __m128i s8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)blk->scales),
+                                        _mm_loadu_si128((const __m128i *)q6_scale_ctrl));
+    const __m256 d = _mm256_set1_ps(tern_avx2_f16((const uint8_t *)&blk->d));
+    *sc_a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), d);
+    *sc_b = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), d);
+}
+
+/* What one block adds to a row's Q6_K sum, from its lane sums (kt6_sum). */
+static TERN_AVX2_INLINE __m256 kt6_accumulate(__m256 acc, __m256i s_a, __m256i s_b, __m256 sc_a, __m256 sc_b,
+                                              const tern_avx2_kt_act *a) {
+    const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_b), sc_b, _mm256_mul_ps(_mm256_cvtepi32_ps(s_a), sc_a));
+    return _mm256_fmadd_ps(f, _mm256_broadcast_ss(&a->d), acc);
+}
+
 static TERN_AVX2_INLINE void q6k_kt_rows(const uint8_t *restrict w, int64_t n_blocks,
                                          const tern_avx2_kt_act *restrict act, const int m, float *restrict y,
                                          int64_t y_stride, int add) {
@@ -96,24 +132,17 @@ static TERN_AVX2_INLINE void q6k_kt_rows(const uint8_t *restrict w, int64_t n_bl
     for (int i = 0; i < m; i++)
         acc[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n_blocks; b++) {
-        const tern_block_q6_k *blk = (const tern_block_q6_k *)(w + (size_t)b * sizeof(tern_block_q6_k));
+        const uint8_t *blk = w + (size_t)b * sizeof(tern_block_q6_k);
         if (m == 1)
-            tern_avx2_prefetch_block((const uint8_t *)blk, sizeof *blk);
-        __m256i q[8], v[8];
-        tern_avx2_q6k_levels((const uint8_t *)blk, q);
-        tern_avx2_transpose_4x32(q, v);
-        tern_avx2_transpose_4x32(q + 4, v + 4);
-        const __m128i s8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)blk->scales),
-                                            _mm_loadu_si128((const __m128i *)q6_scale_ctrl));
-        const __m256 d = _mm256_set1_ps(tern_avx2_f16((const uint8_t *)&blk->d));
-        const __m256 sc_a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), d);
-        const __m256 sc_b = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), d);
+            tern_avx2_prefetch_block(blk, sizeof(tern_block_q6_k));
+        __m256i v[8];
+        __m256 sc_a, sc_b;
+        kt6_unpack(blk, v, &sc_a, &sc_b);
 #pragma GCC unroll 8
         for (int i = 0; i < m; i++) {
             const tern_avx2_kt_act *a = act + i * TERN_KT_CHUNK + b;
             const __m256i s_a = kt6_sum(v, a->q, a->aux[0]), s_b = kt6_sum(v + 4, a->q + 4, a->aux[1]);
-            const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_b), sc_b, _mm256_mul_ps(_mm256_cvtepi32_ps(s_a), sc_a));
-            acc[i] = _mm256_fmadd_ps(f, _mm256_broadcast_ss(&a->d), acc[i]);
+            acc[i] = kt6_accumulate(acc[i], s_a, s_b, sc_a, sc_b, a);
         }
     }
 #pragma GCC unroll 8
