@@ -119,8 +119,8 @@ static TERN_AVX2_INLINE void kp_products(const tern_avx2_kt_act *const w[KP_ROWS
  * and activation rows c < cols (act[c * TERN_KT_CHUNK + b]) over n_blocks blocks; q6 picks the
  * type. */
 static TERN_AVX2_INLINE void kp_tile(const tern_avx2_kt_act *restrict panel, const int rows, int64_t n_blocks,
-                                     const tern_avx2_kt_act *restrict act, const int cols, float *restrict y,
-                                     int64_t y_stride, int add, const int q6) {
+                                     const tern_avx2_kt_act *restrict act, const float *restrict act_d,
+                                     const int cols, float *restrict y, int64_t y_stride, int add, const int q6) {
     __m256 acc[KP_ROWS][KP_COLS];
 #pragma GCC unroll 2
     for (int r = 0; r < rows; r++)
@@ -144,6 +144,16 @@ static TERN_AVX2_INLINE void kp_tile(const tern_avx2_kt_act *restrict panel, con
         }
         kp_products(w, rows, a, cols, 0, s0);
         kp_products(w, rows, a, cols, 4, s1);
+        /* Q4_K: the 8 products of the weight rows' d and the activation rows' in one multiplication
+         * (lane 4r + c), read back as broadcasts: 8 separate ones would take the pipes the
+         * vpdpbusd need (on Zen 4 they and the FMAs share two). */
+        _Alignas(32) float dd_lanes[KP_ROWS * KP_COLS];
+        const float *dd = dd_lanes;
+        if (!q6) {
+            const __m256 dw = _mm256_setr_m128(_mm_set1_ps(w[0]->d), _mm_set1_ps(rows > 1 ? w[rows - 1]->d : 0));
+            _mm256_store_ps(dd_lanes, _mm256_mul_ps(dw, _mm256_broadcast_ps((const __m128 *)(act_d + b * TERN_KT_TILE_M))));
+            __asm__("" : "+r"(dd)); /* read as memory operands, not shuffled out of the register */
+        }
 #pragma GCC unroll 2
         for (int r = 0; r < rows; r++)
 #pragma GCC unroll 4
@@ -151,7 +161,8 @@ static TERN_AVX2_INLINE void kp_tile(const tern_avx2_kt_act *restrict panel, con
                 acc[r][c] = q6 ? kt6_accumulate(acc[r][c], s0[r][c], s1[r][c], _mm256_castsi256_ps(w[r]->aux[0]),
                                                 _mm256_castsi256_ps(w[r]->aux[1]), a[c])
                                : kt4_accumulate(acc[r][c], s0[r][c], s1[r][c], w[r]->aux[0],
-                                                _mm256_castsi256_ps(w[r]->aux[1]), _mm256_set1_ps(w[r]->d), a[c]);
+                                                _mm256_castsi256_ps(w[r]->aux[1]), _mm256_set1_ps(dd[r * KP_COLS + c]),
+                                                a[c]);
     }
 #pragma GCC unroll 2
     for (int r = 0; r < rows; r++)
@@ -163,13 +174,13 @@ static TERN_AVX2_INLINE void kp_tile(const tern_avx2_kt_act *restrict panel, con
 }
 
 typedef void (*kp_tile_fn)(const tern_avx2_kt_act *restrict panel, int rows, int64_t n_blocks,
-                           const tern_avx2_kt_act *restrict act, int cols, float *restrict y, int64_t y_stride,
-                           int add);
+                           const tern_avx2_kt_act *restrict act, const float *restrict act_d, int cols,
+                           float *restrict y, int64_t y_stride, int add);
 
 /* One instance per shape, so each gets its own register allocation. */
 #define KP_CASE(q6, r, c)                                                                                          \
     case (r - 1) * KP_COLS + c - 1:                                                                                \
-        kp_tile(panel, r, n_blocks, act, c, y, y_stride, add, q6);                                                 \
+        kp_tile(panel, r, n_blocks, act, act_d, c, y, y_stride, add, q6);                                                 \
         break;
 #define KP_SWITCH(q6)                                                                                              \
     switch ((rows - 1) * KP_COLS + cols - 1) {                                                                     \
@@ -178,13 +189,13 @@ typedef void (*kp_tile_fn)(const tern_avx2_kt_act *restrict panel, int rows, int
     }
 _Static_assert(KP_ROWS == 2 && KP_COLS == 4, "KP_SWITCH instantiates 1..2 x 1..4 tiles");
 static void kp_tile_q4k(const tern_avx2_kt_act *restrict panel, int rows, int64_t n_blocks,
-                        const tern_avx2_kt_act *restrict act, int cols, float *restrict y, int64_t y_stride,
-                        int add) {
+                        const tern_avx2_kt_act *restrict act, const float *restrict act_d, int cols,
+                        float *restrict y, int64_t y_stride, int add) {
     KP_SWITCH(0)
 }
 static void kp_tile_q6k(const tern_avx2_kt_act *restrict panel, int rows, int64_t n_blocks,
-                        const tern_avx2_kt_act *restrict act, int cols, float *restrict y, int64_t y_stride,
-                        int add) {
+                        const tern_avx2_kt_act *restrict act, const float *restrict act_d, int cols,
+                        float *restrict y, int64_t y_stride, int add) {
     KP_SWITCH(1)
 }
 
@@ -197,6 +208,8 @@ static void gemm_kp(int64_t k, const uint8_t *restrict w, size_t w_stride, int64
                     void (*unpack)(const uint8_t *restrict, tern_avx2_kt_act *restrict), kp_tile_fn tile) {
     _Alignas(32) tern_avx2_kt_act act[TERN_KT_TILE_M * TERN_KT_CHUNK];
     _Alignas(32) tern_avx2_kt_act panel[KP_GROUP * TERN_KT_CHUNK];
+    /* act_d[b][i]: the d of block b of tile row i, 4 of them read at once (kp_tile) */
+    _Alignas(16) float act_d[TERN_KT_CHUNK][TERN_KT_TILE_M] = {{0}};
     const int64_t n_blocks = k / TERN_QK_K;
     for (int64_t r0 = 0; r0 < n_rows; r0 += KP_GROUP) {
         const int64_t group = n_rows - r0 < KP_GROUP ? n_rows - r0 : KP_GROUP;
@@ -212,10 +225,13 @@ static void gemm_kp(int64_t k, const uint8_t *restrict w, size_t w_stride, int64
                     for (int64_t b = 0; b < nb; b++)
                         prep(x + (size_t)(i0 + i) * x_stride + (size_t)(b0 + b) * sizeof(tern_block_q8_k),
                              &act[i * TERN_KT_CHUNK + b]);
+                for (int64_t i = 0; i < tile_m; i++)
+                    for (int64_t b = 0; b < nb; b++)
+                        act_d[b][i] = act[i * TERN_KT_CHUNK + b].d;
                 for (int64_t r = 0; r < group; r += KP_ROWS)
                     for (int64_t c = 0; c < tile_m; c += KP_COLS)
                         tile(panel + r * TERN_KT_CHUNK, group - r < KP_ROWS ? (int)(group - r) : KP_ROWS, nb,
-                             act + c * TERN_KT_CHUNK, tile_m - c < KP_COLS ? (int)(tile_m - c) : KP_COLS,
+                             act + c * TERN_KT_CHUNK, &act_d[0][c], tile_m - c < KP_COLS ? (int)(tile_m - c) : KP_COLS,
                              y + (i0 + c) * y_stride + r0 + r, y_stride, b0 > 0);
             }
         }

@@ -60,11 +60,12 @@ static TERN_AVX2_INLINE void kt4_unpack(const uint8_t *restrict blk, __m256i lo[
     *d = tern_avx2_f16(blk);
 }
 
-/* What one block adds to a row's Q4_K sum, from its lane totals (kt4_totals). */
+/* What one block adds to a row's Q4_K sum, from its lane totals (kt4_totals): dd is the weight
+ * block's d times the activation block's, in every lane. */
 static TERN_AVX2_INLINE __m256 kt4_accumulate(__m256 acc, __m256i s_lo, __m256i s_hi, __m256i sc, __m256 mins,
-                                              __m256 d, const tern_avx2_kt_act *a) {
+                                              __m256 dd, const tern_avx2_kt_act *a) {
     const __m256i isum = _mm256_madd_epi16(_mm256_packs_epi32(s_lo, s_hi), sc);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_broadcast_ss(&a->d)), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, acc);
     return _mm256_fnmadd_ps(mins, _mm256_castsi256_ps(a->aux[0]), acc);
 }
 
@@ -89,7 +90,7 @@ static TERN_AVX2_INLINE void q4k_kt_rows(const uint8_t *restrict w, int64_t n_bl
             const tern_avx2_kt_act *a = act + i * TERN_KT_CHUNK + b;
             __m256i s_lo, s_hi;
             kt4_totals(lo, hi, a, &s_lo, &s_hi);
-            acc[i] = kt4_accumulate(acc[i], s_lo, s_hi, sc, mins, d, a);
+            acc[i] = kt4_accumulate(acc[i], s_lo, s_hi, sc, mins, _mm256_mul_ps(d, _mm256_broadcast_ss(&a->d)), a);
         }
     }
 #pragma GCC unroll 8
