@@ -18,6 +18,9 @@
  */
 #include "kernels/cpu/avx2.h"
 
+#include <stdbool.h>
+#include <stdlib.h>
+
 #include "quant/block_q4_k.h"
 #include "quant/block_q6_k.h"
 #include "quant/block_q8_k.h"
@@ -62,7 +65,7 @@ static TERN_AVX2_INLINE __m256i kt6_sum(const __m256i v[4], const __m256i a[4], 
  * rows by 4 activation rows from registers: 6 loads per 8 vpdpbusd. The arithmetic per block and
  * row pair is kt4_accumulate / kt6_accumulate, so results are bit-identical with the tiles'. */
 
-/* Weight rows per panel: 64 rows x 8 blocks x 352 bytes = 176 KiB, in L2, on the stack. */
+/* Weight rows per panel: 64 rows x 8 blocks x 352 bytes = 176 KiB, in L2. */
 #define KP_GROUP 64
 #define KP_ROWS 2
 #define KP_COLS 4
@@ -116,8 +119,8 @@ static TERN_AVX2_INLINE void kp_products(const tern_avx2_kt_act *const w[KP_ROWS
 }
 
 /* y[c * y_stride + r] (+)= the dot products of panel rows r < rows (panel[r * TERN_KT_CHUNK + b])
- * and activation rows c < cols (act[c * TERN_KT_CHUNK + b]) over n_blocks blocks; q6 picks the
- * type. */
+ * and activation rows c < cols (act[c * TERN_KT_CHUNK + b], their d also at act_d[b * KP_COLS + c])
+ * over n_blocks blocks; q6 picks the type. */
 static TERN_AVX2_INLINE void kp_tile(const tern_avx2_kt_act *restrict panel, const int rows, int64_t n_blocks,
                                      const tern_avx2_kt_act *restrict act, const float *restrict act_d,
                                      const int cols, float *restrict y, int64_t y_stride, int add, const int q6) {
@@ -151,7 +154,7 @@ static TERN_AVX2_INLINE void kp_tile(const tern_avx2_kt_act *restrict panel, con
         const float *dd = dd_lanes;
         if (!q6) {
             const __m256 dw = _mm256_setr_m128(_mm_set1_ps(w[0]->d), _mm_set1_ps(rows > 1 ? w[rows - 1]->d : 0));
-            _mm256_store_ps(dd_lanes, _mm256_mul_ps(dw, _mm256_broadcast_ps((const __m128 *)(act_d + b * TERN_KT_TILE_M))));
+            _mm256_store_ps(dd_lanes, _mm256_mul_ps(dw, _mm256_broadcast_ps((const __m128 *)(act_d + b * KP_COLS))));
             __asm__("" : "+r"(dd)); /* read as memory operands, not shuffled out of the register */
         }
 #pragma GCC unroll 2
@@ -188,6 +191,7 @@ typedef void (*kp_tile_fn)(const tern_avx2_kt_act *restrict panel, int rows, int
         KP_CASE(q6, 2, 1) KP_CASE(q6, 2, 2) KP_CASE(q6, 2, 3) KP_CASE(q6, 2, 4)                                    \
     }
 _Static_assert(KP_ROWS == 2 && KP_COLS == 4, "KP_SWITCH instantiates 1..2 x 1..4 tiles");
+_Static_assert(TERN_KT_TILE_M % KP_COLS == 0, "gemm_kp starts tiles at multiples of KP_COLS (act_d quads)");
 static void kp_tile_q4k(const tern_avx2_kt_act *restrict panel, int rows, int64_t n_blocks,
                         const tern_avx2_kt_act *restrict act, const float *restrict act_d, int cols,
                         float *restrict y, int64_t y_stride, int add) {
@@ -199,43 +203,71 @@ static void kp_tile_q6k(const tern_avx2_kt_act *restrict panel, int rows, int64_
     KP_SWITCH(1)
 }
 
-/* The gemm over panels: weight rows in groups of KP_GROUP, k in chunks of TERN_KT_CHUNK blocks
- * (each group's chunk unpacked once), activation rows in tiles of TERN_KT_TILE_M rearranged as in
- * tern_avx2_gemm_kt, each met by the group's rows in tiles of KP_ROWS x KP_COLS. */
-static void gemm_kp(int64_t k, const uint8_t *restrict w, size_t w_stride, int64_t n_rows,
+/* The gemm over panels, in one allocation (kp_work) so that nothing large sits on the caller's
+ * stack: k in chunks of TERN_KT_CHUNK blocks; per chunk, every activation row rearranged once
+ * (the tiles' 8-row copies of tern_avx2_gemm_kt were made again for every group of weight rows:
+ * 6-8 % of a 7B prefill), then the weight rows in groups of KP_GROUP, each group's chunk unpacked
+ * once and met by all activation rows in tiles of KP_ROWS x KP_COLS. Returns false, having done
+ * nothing, when the memory is not there. */
+typedef struct kp_work {
+    tern_avx2_kt_act *panel; /* [KP_GROUP][TERN_KT_CHUNK] */
+    tern_avx2_kt_act *act;   /* [m][TERN_KT_CHUNK] */
+    float *act_d;            /* [m / KP_COLS rounded up][TERN_KT_CHUNK][KP_COLS]: the act blocks' d */
+} kp_work;
+
+static void *kp_work_alloc(kp_work *wk, int64_t m) {
+    const int64_t quads = (m + KP_COLS - 1) / KP_COLS;
+    const size_t panel_bytes = (size_t)KP_GROUP * TERN_KT_CHUNK * sizeof(tern_avx2_kt_act),
+                 act_bytes = (size_t)m * TERN_KT_CHUNK * sizeof(tern_avx2_kt_act),
+                 d_bytes = (size_t)quads * TERN_KT_CHUNK * KP_COLS * sizeof(float);
+    uint8_t *mem = aligned_alloc(64, panel_bytes + act_bytes + ((d_bytes + 63) & ~(size_t)63));
+    if (!mem)
+        return NULL;
+    wk->panel = (tern_avx2_kt_act *)mem;
+    wk->act = (tern_avx2_kt_act *)(mem + panel_bytes);
+    wk->act_d = (float *)(mem + panel_bytes + act_bytes);
+    memset(wk->act_d, 0, d_bytes); /* the lanes of a last, partial quad are multiplied, never used */
+    return mem;
+}
+
+static bool gemm_kp(int64_t k, const uint8_t *restrict w, size_t w_stride, int64_t n_rows,
                     const uint8_t *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride,
                     size_t block_bytes, tern_avx2_kt_prep_fn prep,
                     void (*unpack)(const uint8_t *restrict, tern_avx2_kt_act *restrict), kp_tile_fn tile) {
-    _Alignas(32) tern_avx2_kt_act act[TERN_KT_TILE_M * TERN_KT_CHUNK];
-    _Alignas(32) tern_avx2_kt_act panel[KP_GROUP * TERN_KT_CHUNK];
-    /* act_d[b][i]: the d of block b of tile row i, 4 of them read at once (kp_tile) */
-    _Alignas(16) float act_d[TERN_KT_CHUNK][TERN_KT_TILE_M] = {{0}};
+    kp_work wk;
+    void *mem = kp_work_alloc(&wk, m);
+    if (!mem)
+        return false;
     const int64_t n_blocks = k / TERN_QK_K;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += KP_GROUP) {
-        const int64_t group = n_rows - r0 < KP_GROUP ? n_rows - r0 : KP_GROUP;
-        for (int64_t b0 = 0; b0 < n_blocks; b0 += TERN_KT_CHUNK) {
-            const int64_t nb = n_blocks - b0 < TERN_KT_CHUNK ? n_blocks - b0 : TERN_KT_CHUNK;
+    for (int64_t b0 = 0; b0 < n_blocks; b0 += TERN_KT_CHUNK) {
+        const int64_t nb = n_blocks - b0 < TERN_KT_CHUNK ? n_blocks - b0 : TERN_KT_CHUNK;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t b = 0; b < nb; b++) {
+                tern_avx2_kt_act *a = &wk.act[i * TERN_KT_CHUNK + b];
+                prep(x + (size_t)i * x_stride + (size_t)(b0 + b) * sizeof(tern_block_q8_k), a);
+                wk.act_d[((i / KP_COLS) * TERN_KT_CHUNK + b) * KP_COLS + i % KP_COLS] = a->d;
+            }
+        for (int64_t r0 = 0; r0 < n_rows; r0 += KP_GROUP) {
+            const int64_t group = n_rows - r0 < KP_GROUP ? n_rows - r0 : KP_GROUP;
             for (int64_t r = 0; r < group; r++)
                 for (int64_t b = 0; b < nb; b++)
                     unpack(w + (size_t)(r0 + r) * w_stride + (size_t)(b0 + b) * block_bytes,
-                           &panel[r * TERN_KT_CHUNK + b]);
+                           &wk.panel[r * TERN_KT_CHUNK + b]);
+            /* activation rows in slices of 8: the slice's 22 KiB stay in L1 while the panel
+             * (in L2) passes over them */
             for (int64_t i0 = 0; i0 < m; i0 += TERN_KT_TILE_M) {
-                const int64_t tile_m = m - i0 < TERN_KT_TILE_M ? m - i0 : TERN_KT_TILE_M;
-                for (int64_t i = 0; i < tile_m; i++)
-                    for (int64_t b = 0; b < nb; b++)
-                        prep(x + (size_t)(i0 + i) * x_stride + (size_t)(b0 + b) * sizeof(tern_block_q8_k),
-                             &act[i * TERN_KT_CHUNK + b]);
-                for (int64_t i = 0; i < tile_m; i++)
-                    for (int64_t b = 0; b < nb; b++)
-                        act_d[b][i] = act[i * TERN_KT_CHUNK + b].d;
+                const int64_t i1 = m - i0 < TERN_KT_TILE_M ? m : i0 + TERN_KT_TILE_M;
                 for (int64_t r = 0; r < group; r += KP_ROWS)
-                    for (int64_t c = 0; c < tile_m; c += KP_COLS)
-                        tile(panel + r * TERN_KT_CHUNK, group - r < KP_ROWS ? (int)(group - r) : KP_ROWS, nb,
-                             act + c * TERN_KT_CHUNK, &act_d[0][c], tile_m - c < KP_COLS ? (int)(tile_m - c) : KP_COLS,
-                             y + (i0 + c) * y_stride + r0 + r, y_stride, b0 > 0);
+                    for (int64_t c = i0; c < i1; c += KP_COLS)
+                        tile(wk.panel + r * TERN_KT_CHUNK, group - r < KP_ROWS ? (int)(group - r) : KP_ROWS, nb,
+                             wk.act + c * TERN_KT_CHUNK, wk.act_d + (c / KP_COLS) * TERN_KT_CHUNK * KP_COLS,
+                             i1 - c < KP_COLS ? (int)(i1 - c) : KP_COLS, y + c * y_stride + r0 + r, y_stride,
+                             b0 > 0);
             }
         }
     }
+    free(mem);
+    return true;
 }
 
 /* ---- the table ---- */
@@ -247,20 +279,16 @@ static void gemm_kp(int64_t k, const uint8_t *restrict w, size_t w_stride, int64
 static void gemm_q4_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                       int64_t y_stride) {
-    if (m >= KP_MIN_M)
-        gemm_kp(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
-                tern_avx2_kt_prep_q4k, kp_unpack_q4k, kp_tile_q4k);
-    else
+    if (m < KP_MIN_M || !gemm_kp(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
+                                 tern_avx2_kt_prep_q4k, kp_unpack_q4k, kp_tile_q4k))
         tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
                           tern_avx2_kt_prep_q4k, kt_tile_q4k);
 }
 static void gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                       int64_t y_stride) {
-    if (m >= KP_MIN_M)
-        gemm_kp(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q6_k),
-                tern_avx2_kt_prep_q6k, kp_unpack_q6k, kp_tile_q6k);
-    else
+    if (m < KP_MIN_M || !gemm_kp(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q6_k),
+                                 tern_avx2_kt_prep_q6k, kp_unpack_q6k, kp_tile_q6k))
         tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q6_k),
                           tern_avx2_kt_prep_q6k, kt_tile_q6k);
 }
