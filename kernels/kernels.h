@@ -45,6 +45,17 @@ typedef void (*tern_attn_head_fn)(int64_t dk, int64_t dv, int64_t n_kv, const fl
                                   size_t v_stride, float scale, float *restrict scores,
                                   float *restrict out);
 
+/* Up to TERN_ATTN_ROWS queries of one KV head at once: query j reads q[j] (dk floats) and writes
+ * out[j] (dv floats) = attn_head over the cached positions [first[j], first[j] + n_kv[j]) of k and
+ * v (position 0 at k and v), n_kv[j] >= 1. Rows outside a query's own range never reach its
+ * result (NaN there included). scores is scratch of TERN_ATTN_ROWS * (max_j first[j] + n_kv[j]) floats. The results are
+ * attn_head's up to the order of f32 additions. NULL in a table: attn_head per query. */
+#define TERN_ATTN_ROWS 4
+typedef void (*tern_attn_rows_fn)(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
+                                  const int64_t n_kv[], const uint16_t *restrict k, size_t k_stride,
+                                  const uint16_t *restrict v, size_t v_stride, float scale,
+                                  float *restrict scores, float *const out[]);
+
 typedef struct tern_cpu_kernels {
     const char *isa; /* "ref", "avx2", "avx512vnni", "neon", "neon-dotprod" */
 
@@ -59,6 +70,7 @@ typedef struct tern_cpu_kernels {
     void (*rope)(float *restrict x, int64_t n_heads, int64_t head_dim, int64_t n_rot,
                  const float *restrict cos_sin, int neox);
     tern_attn_head_fn attn_head;
+    tern_attn_rows_fn attn_rows; /* optional (NULL: attn_head per query) */
     /* out = silu(gate) * up ;  out = gelu_tanh(gate) * up. out may equal gate (elementwise). */
     void (*silu_mul)(int64_t n, const float *gate, const float *up, float *out);
     void (*gelu_mul)(int64_t n, const float *gate, const float *up, float *out);

@@ -683,6 +683,86 @@ static int64_t activation_inputs(float *gate, float *up, rng *r) {
 
 /* silu against libm in double: within 1e-6 relative (a few f32 roundings of exp and a
  * division), plus an absolute 1e-37 where the exact value is below f32's normal range. */
+/* attn_rows against a double-precision oracle per query: up to 4 queries with the ranges of a
+ * causal prompt (same start, ends one apart), of heads sharing a KV head (the same range), of a
+ * sliding window (starts and ends one apart) and disjoint ones; K and V rows outside every range
+ * are NaN, and in a causal block the rows past a query's end are NaN-free but must not count. */
+static void test_attention_rows(void **state) {
+    const fixture *f = *state;
+    static const int64_t dims[][2] = {{64, 64}, {128, 128}, {80, 48}, {40, 24}, {20, 23}};
+    enum { MAXD = 128, MAXKV = 200, PAD = 3, NQ = TERN_ATTN_ROWS };
+    rng r = {77};
+    uint16_t *kc = malloc(MAXKV * (MAXD + PAD) * sizeof *kc), *vc = malloc(MAXKV * (MAXD + PAD) * sizeof *vc);
+    float qbuf[NQ][MAXD], obuf[NQ][MAXD], *scores = malloc(sizeof(float) * NQ * MAXKV);
+    double p[MAXKV];
+    assert_true(kc && vc && scores);
+    int tested = 0;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (int pattern = 0; pattern < 4; pattern++)
+            for (int n_q = 1; n_q <= NQ; n_q++) {
+                const int64_t dk = dims[di][0], dv = dims[di][1];
+                const size_t k_stride = (size_t)dk + PAD, v_stride = (size_t)dv + PAD;
+                const int64_t base = 1 + (int64_t)(rng_u64(&r) % 150);
+                int64_t first[NQ], n_kv[NQ];
+                for (int j = 0; j < n_q; j++) {
+                    first[j] = pattern == 0 ? 0 : pattern == 1 ? 5 : pattern == 2 ? 3 + j : 40 * j;
+                    n_kv[j] = pattern == 1 ? base : pattern == 3 ? 1 + j * 13 : base + j;
+                }
+                for (size_t i = 0; i < MAXKV * (MAXD + PAD); i++)
+                    kc[i] = vc[i] = 0x7E00; /* NaN outside every range */
+                for (int j = 0; j < n_q; j++)
+                    for (int64_t t = first[j]; t < first[j] + n_kv[j]; t++) {
+                        for (int64_t d = 0; d < dk; d++)
+                            kc[t * k_stride + d] = tern_fp32_to_fp16(rng_uniform(&r, -1, 1));
+                        for (int64_t d = 0; d < dv; d++)
+                            vc[t * v_stride + d] = tern_fp32_to_fp16(rng_normalish(&r));
+                    }
+                const float *qp[NQ];
+                float *op[NQ];
+                for (int j = 0; j < n_q; j++) {
+                    for (int64_t d = 0; d < dk; d++)
+                        qbuf[j][d] = rng_uniform(&r, -2, 2);
+                    qp[j] = qbuf[j], op[j] = obuf[j];
+                }
+                const float scale = 1.0f / sqrtf((float)dk);
+                for (int t = 0; t < f->n; t++) {
+                    if (!f->tables[t].attn_rows)
+                        continue;
+                    tested++;
+                    f->tables[t].attn_rows(dk, dv, n_q, qp, first, n_kv, kc, k_stride, vc, v_stride, scale, scores,
+                                           op);
+                    for (int j = 0; j < n_q; j++) {
+                        double max = -INFINITY, sum = 0, vmax = 0;
+                        for (int64_t u = first[j]; u < first[j] + n_kv[j]; u++) {
+                            double dot = 0;
+                            for (int64_t d = 0; d < dk; d++)
+                                dot += qbuf[j][d] * (double)tern_fp16_to_fp32(kc[u * k_stride + d]);
+                            p[u] = scale * dot, max = fmax(max, p[u]);
+                            for (int64_t d = 0; d < dv; d++)
+                                vmax = fmax(vmax, fabs(tern_fp16_to_fp32(vc[u * v_stride + d])));
+                        }
+                        for (int64_t u = first[j]; u < first[j] + n_kv[j]; u++)
+                            p[u] = exp(p[u] - max), sum += p[u];
+                        for (int64_t d = 0; d < dv; d++) {
+                            double want = 0;
+                            for (int64_t u = first[j]; u < first[j] + n_kv[j]; u++)
+                                want += p[u] / sum * tern_fp16_to_fp32(vc[u * v_stride + d]);
+                            if (!(fabs(obuf[j][d] - want) <= vmax * 2e-5))
+                                fail_msg("%s: attn_rows dk=%lld dv=%lld pattern %d n_q=%d query %d [%lld]: %.9g vs "
+                                         "%.9g",
+                                         f->tables[t].isa, (long long)dk, (long long)dv, pattern, n_q, j,
+                                         (long long)d, obuf[j][d], want);
+                        }
+                    }
+                }
+            }
+    if (!tested)
+        print_message("skipped: no kernel table here has attn_rows\n");
+    free(kc);
+    free(vc);
+    free(scores);
+}
+
 static void test_silu_mul(void **state) {
     const fixture *f = *state;
     float gate[8100], up[8100], out[8100], inplace[8100];
@@ -979,6 +1059,7 @@ int main(void) {
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_rows),
         cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_gelu_mul),
         cmocka_unit_test(test_add),

@@ -151,6 +151,24 @@ static TERN_AVX2_INLINE void weighted_rows(int64_t n_kv, const float *restrict p
         _mm256_storeu_ps(out + d0 + 8 * j, _mm256_mul_ps(acc[j], _mm256_set1_ps(inv_sum)));
 }
 
+/* scores[t] = exp(scores[t] - max) for t < n; returns their sum. */
+static float exp_shifted(int64_t n, float *restrict scores, float max) {
+    const __m256 vmax = _mm256_set1_ps(max);
+    __m256 vsum = _mm256_setzero_ps();
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + t), vmax));
+        _mm256_storeu_ps(scores + t, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    float sum = tern_avx2_hsum(vsum);
+    for (; t < n; t++) {
+        scores[t] = expf(scores[t] - max);
+        sum += scores[t];
+    }
+    return sum;
+}
+
 static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
                            const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
                            size_t v_stride, float scale, float *restrict scores, float *restrict out) {
@@ -159,20 +177,7 @@ static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *re
         scores[t] = dot_f16(dk, q, k + (size_t)t * k_stride) * scale;
         max = scores[t] > max ? scores[t] : max;
     }
-    const __m256 vmax = _mm256_set1_ps(max);
-    __m256 vsum = _mm256_setzero_ps();
-    int64_t t = 0;
-    for (; t + 8 <= n_kv; t += 8) {
-        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + t), vmax));
-        _mm256_storeu_ps(scores + t, e);
-        vsum = _mm256_add_ps(vsum, e);
-    }
-    float sum = tern_avx2_hsum(vsum);
-    for (; t < n_kv; t++) {
-        scores[t] = expf(scores[t] - max);
-        sum += scores[t];
-    }
-    const float inv = 1.0f / sum;
+    const float inv = 1.0f / exp_shifted(n_kv, scores, max);
     int64_t d = 0;
     for (; d + 64 <= dv; d += 64)
         weighted_rows(n_kv, scores, v, v_stride, d, 8, inv, out);
@@ -183,9 +188,178 @@ static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *re
     }
     for (; d < dv; d++) {
         float acc = 0.0f;
-        for (t = 0; t < n_kv; t++)
+        for (int64_t t = 0; t < n_kv; t++)
             acc += scores[t] * _cvtsh_ss(v[(size_t)t * v_stride + d]);
         out[d] = acc * inv;
+    }
+}
+
+/* ---- attention, up to TERN_ATTN_ROWS queries of one KV head at once ----
+ *
+ * attn_head reads every K and V row once per query: for a prompt of n tokens that is n^2 / 2
+ * row reads per head, each converted from fp16 again, and at 12 ns per key and query (7B,
+ * 512 keys) it was 7 % of a 512-token prefill. Here each K row is converted once for up to 4
+ * queries (consecutive positions of one head, or the heads that share a KV head), and V rows in
+ * chunks, converted once into a buffer that stays in L1 while every query's sums pass over it. */
+
+/* Lane i of the result: the sum of the lanes of v[i]. */
+static inline __m256 hsum8(const __m256 v[8]) {
+    const __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+    const __m256 b = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+/* s[j * span + t - lo] = scale * q[j] . k_t for j < nq, t in [lo, hi): two keys per pass, so the
+ * 2 * nq sums (at most 8) reduce together. dk is a multiple of 8. */
+static TERN_AVX2_INLINE void qk_rows(int64_t dk, const int nq, const float *const q[], const uint16_t *restrict k,
+                                     size_t k_stride, int64_t lo, int64_t hi, float scale, float *restrict s,
+                                     int64_t span) {
+    for (int64_t t = lo; t < hi; t += 2) {
+        const int two = t + 1 < hi; /* the last key may be alone */
+        const uint16_t *k0 = k + (size_t)t * k_stride, *k1 = two ? k0 + k_stride : k0;
+        __m256 acc[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            acc[i] = _mm256_setzero_ps();
+        for (int64_t d = 0; d < dk; d += 8) {
+            const __m256 x0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k0 + d)));
+            const __m256 x1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k1 + d)));
+#pragma GCC unroll 4
+            for (int j = 0; j < nq; j++) {
+                const __m256 qj = _mm256_loadu_ps(q[j] + d);
+                acc[2 * j] = _mm256_fmadd_ps(qj, x0, acc[2 * j]);
+                acc[2 * j + 1] = _mm256_fmadd_ps(qj, x1, acc[2 * j + 1]);
+            }
+        }
+        _Alignas(32) float dots[8];
+        _mm256_store_ps(dots, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale)));
+#pragma GCC unroll 4
+        for (int j = 0; j < nq; j++) {
+            s[j * span + t - lo] = dots[2 * j];
+            if (two)
+                s[j * span + t + 1 - lo] = dots[2 * j + 1];
+        }
+    }
+}
+
+/* V is taken in chunks of keys converted to f32 into a contiguous buffer: the cache's rows of one
+ * head are k_width elements apart (8 KiB in a 7B model), so read in place they all fall in the
+ * same few L1 sets and the column passes below missed on nearly every row. */
+#define PV_BUF_FLOATS 4096
+
+/* out[j][d] += sum_t p[j * span + t - lo] v_t[d] over t in [t0, t1), for j < nq; dv a multiple
+ * of 8, at most PV_BUF_FLOATS. */
+static TERN_AVX2_INLINE void pv_rows(int64_t dv, const int nq, const float *restrict p, int64_t span, int64_t lo,
+                                     const uint16_t *restrict v, size_t v_stride, int64_t t0, int64_t t1,
+                                     float *const out[]) {
+    _Alignas(32) float buf[PV_BUF_FLOATS];
+    const int64_t chunk = PV_BUF_FLOATS / dv;
+    for (int64_t c0 = t0; c0 < t1; c0 += chunk) {
+        const int64_t n = t1 - c0 < chunk ? t1 - c0 : chunk;
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t d = 0; d < dv; d += 8)
+                _mm256_store_ps(buf + t * dv + d, _mm256_cvtph_ps(_mm_loadu_si128(
+                                                      (const __m128i *)(v + (size_t)(c0 + t) * v_stride + d))));
+        const float *pc = p + c0 - lo;
+        int64_t d = 0;
+        for (; d + 16 <= dv; d += 16) { /* 16 columns: 2 sums per query */
+            __m256 acc[TERN_ATTN_ROWS][2];
+#pragma GCC unroll 4
+            for (int j = 0; j < nq; j++)
+                acc[j][0] = _mm256_loadu_ps(out[j] + d), acc[j][1] = _mm256_loadu_ps(out[j] + d + 8);
+            for (int64_t t = 0; t < n; t++) {
+                const __m256 x0 = _mm256_load_ps(buf + t * dv + d), x1 = _mm256_load_ps(buf + t * dv + d + 8);
+#pragma GCC unroll 4
+                for (int j = 0; j < nq; j++) {
+                    const __m256 pj = _mm256_broadcast_ss(pc + j * span + t);
+                    acc[j][0] = _mm256_fmadd_ps(pj, x0, acc[j][0]);
+                    acc[j][1] = _mm256_fmadd_ps(pj, x1, acc[j][1]);
+                }
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < nq; j++)
+                _mm256_storeu_ps(out[j] + d, acc[j][0]), _mm256_storeu_ps(out[j] + d + 8, acc[j][1]);
+        }
+        if (d < dv) { /* the last 8 */
+            __m256 acc[TERN_ATTN_ROWS];
+#pragma GCC unroll 4
+            for (int j = 0; j < nq; j++)
+                acc[j] = _mm256_loadu_ps(out[j] + d);
+            for (int64_t t = 0; t < n; t++) {
+                const __m256 x = _mm256_load_ps(buf + t * dv + d);
+#pragma GCC unroll 4
+                for (int j = 0; j < nq; j++)
+                    acc[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(pc + j * span + t), x, acc[j]);
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < nq; j++)
+                _mm256_storeu_ps(out[j] + d, acc[j]);
+        }
+    }
+}
+
+/* One instance per query count, so the loops over queries unroll. */
+#define ATTN_ROWS_SWITCH(nq, call)                                                                                 \
+    switch (nq) {                                                                                                  \
+    case 1: call(1); break;                                                                                        \
+    case 2: call(2); break;                                                                                        \
+    case 3: call(3); break;                                                                                        \
+    default: call(4); break;                                                                                       \
+    }
+_Static_assert(TERN_ATTN_ROWS == 4, "ATTN_ROWS_SWITCH instantiates 1..4 queries");
+
+static void attn_rows_avx2(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
+                           const int64_t n_kv[], const uint16_t *restrict k, size_t k_stride,
+                           const uint16_t *restrict v, size_t v_stride, float scale, float *restrict scores,
+                           float *const out[]) {
+    if (n_q == 1 || dk % 8 || dv % 8 || dv > PV_BUF_FLOATS) { /* one query: attn_head reads V once */
+        for (int j = 0; j < n_q; j++)
+            attn_head_avx2(dk, dv, n_kv[j], q[j], k + (size_t)first[j] * k_stride, k_stride,
+                           v + (size_t)first[j] * v_stride, v_stride, scale, scores, out[j]);
+        return;
+    }
+    /* the union of the ranges [lo, hi), and the part every query reads [in_lo, in_hi) */
+    int64_t lo = first[0], hi = first[0] + n_kv[0], in_lo = lo, in_hi = hi;
+    for (int j = 1; j < n_q; j++) {
+        const int64_t a = first[j], b = first[j] + n_kv[j];
+        lo = a < lo ? a : lo, hi = b > hi ? b : hi;
+        in_lo = a > in_lo ? a : in_lo, in_hi = b < in_hi ? b : in_hi;
+    }
+    const int64_t span = hi - lo;
+#define QK(n) qk_rows(dk, n, q, k, k_stride, lo, hi, scale, scores, span)
+    ATTN_ROWS_SWITCH(n_q, QK)
+#undef QK
+    float inv[TERN_ATTN_ROWS];
+    for (int j = 0; j < n_q; j++) {
+        float *s = scores + j * span;
+        const int64_t a = first[j] - lo, b = a + n_kv[j];
+        float max = -INFINITY;
+        for (int64_t t = a; t < b; t++)
+            max = s[t] > max ? s[t] : max;
+        inv[j] = 1.0f / exp_shifted(b - a, s + a, max);
+        memset(out[j], 0, sizeof(float) * (size_t)dv);
+    }
+    /* V: the shared range for all queries at once; a query's keys outside it (a few, at the
+     * ends) for that query alone, so no query ever reads a V row outside its own range */
+    if (in_lo < in_hi) {
+#define PV(n) pv_rows(dv, n, scores, span, lo, v, v_stride, in_lo, in_hi, out)
+        ATTN_ROWS_SWITCH(n_q, PV)
+#undef PV
+    }
+    for (int j = 0; j < n_q; j++) {
+        const int64_t a = first[j], b = first[j] + n_kv[j];
+        const float *s = scores + j * span;
+        if (in_lo >= in_hi) {
+            pv_rows(dv, 1, s, span, lo, v, v_stride, a, b, &out[j]);
+        } else {
+            if (a < in_lo)
+                pv_rows(dv, 1, s, span, lo, v, v_stride, a, in_lo, &out[j]);
+            if (in_hi < b)
+                pv_rows(dv, 1, s, span, lo, v, v_stride, in_hi, b, &out[j]);
+        }
+        const __m256 vi = _mm256_set1_ps(inv[j]);
+        for (int64_t d = 0; d < dv; d += 8)
+            _mm256_storeu_ps(out[j] + d, _mm256_mul_ps(_mm256_loadu_ps(out[j] + d), vi));
     }
 }
 
@@ -257,6 +431,7 @@ void tern_cpu_avx2_fill_ops(tern_cpu_kernels *k) {
     k->rmsnorm = rmsnorm_avx2;
     k->rope = rope_avx2;
     k->attn_head = attn_head_avx2;
+    k->attn_rows = attn_rows_avx2;
     k->silu_mul = silu_mul_avx2;
     k->gelu_mul = gelu_mul_avx2;
     k->add = add_avx2;
