@@ -25,7 +25,8 @@ static const char kbench_help[] =
     "Measures the machine's read bandwidth on 1..N threads, then the CPU kernels at the shapes of\n"
     "1B and 7B models, for every ISA path this CPU runs (ref, avx2, neon, ...): gemm with one\n"
     "activation row (decode) and with 64 (prefill) for Q4_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0 and F16,\n"
-    "attention over a few context lengths, rmsnorm, rope and the GLU. Decode gemm streams its\n"
+    "attention over a few context lengths (m=1: one query per head, as in decode; m=4: a\n"
+    "prompt's block of 4 positions per head), rmsnorm, rope and the GLU. Decode gemm streams its\n"
     "weights from memory (copies far beyond the last-level cache), so its GB/s is comparable with\n"
     "the bandwidth; '% roofline' is that ratio.\n"
     "With --backend opencl, then the OpenCL device, as rows of isa 'opencl': its read bandwidth\n"
@@ -246,35 +247,55 @@ done:
     free(y);
 }
 
-/* ---- attention: one layer, one query ---- */
+/* ---- attention: one layer, one query per head (decode) or a prompt's block of 4 ---- */
 
 typedef struct attn_job {
     const tern_cpu_kernels *kt;
-    int64_t n_head, n_head_kv, dim, n_kv;
+    int64_t n_head, n_head_kv, dim, n_kv, m; /* m queries per head, at positions n_kv - m .. n_kv - 1 */
     const float *q;
     const uint16_t *kc, *vc;
-    float *scores; /* n_kv per thread */
+    float *scores; /* TERN_ATTN_ROWS * n_kv per thread */
     float *out;
 } attn_job;
 
+/* As the engine (backend_cpu.c): with attn_rows, the queries of each KV head (positions x the
+ * heads that share it) in runs of TERN_ATTN_ROWS; without, attn_head per query. */
 static void attn_part(void *arg, int thread, int n_threads) {
     attn_job *j = arg;
-    const int64_t group = j->n_head / j->n_head_kv, stride = j->n_head_kv * j->dim;
-    for (int64_t h = j->n_head * thread / n_threads; h < j->n_head * (thread + 1) / n_threads; h++) {
-        const int64_t kvh = h / group;
-        j->kt->attn_head(j->dim, j->dim, j->n_kv, j->q + h * j->dim, j->kc + kvh * j->dim, (size_t)stride,
-                         j->vc + kvh * j->dim, (size_t)stride, 1.0f / sqrtf((float)j->dim),
-                         j->scores + (size_t)thread * (size_t)j->n_kv, j->out + h * j->dim);
-    }
+    const int64_t group = j->n_head / j->n_head_kv, stride = j->n_head_kv * j->dim, per_kv = j->m * group;
+    const float scale = 1.0f / sqrtf((float)j->dim);
+    float *scores = j->scores + (size_t)thread * TERN_ATTN_ROWS * (size_t)j->n_kv;
+    for (int64_t kvh = j->n_head_kv * thread / n_threads; kvh < j->n_head_kv * (thread + 1) / n_threads; kvh++)
+        for (int64_t q0 = 0; q0 < per_kv; q0 += TERN_ATTN_ROWS) {
+            const float *qs[TERN_ATTN_ROWS];
+            float *outs[TERN_ATTN_ROWS];
+            int64_t first[TERN_ATTN_ROWS] = {0}, n_kv[TERN_ATTN_ROWS];
+            int n = 0;
+            for (int64_t qi = q0; qi < per_kv && n < TERN_ATTN_ROWS; qi++, n++) {
+                const int64_t i = qi / group, h = kvh * group + qi % group;
+                n_kv[n] = j->n_kv - j->m + 1 + i;
+                qs[n] = j->q + (i * j->n_head + h) * j->dim;
+                outs[n] = j->out + (i * j->n_head + h) * j->dim;
+            }
+            const uint16_t *kc = j->kc + kvh * j->dim, *vc = j->vc + kvh * j->dim;
+            if (j->kt->attn_rows)
+                j->kt->attn_rows(j->dim, j->dim, n, qs, first, n_kv, kc, (size_t)stride, vc, (size_t)stride, scale,
+                                 scores, outs);
+            else
+                for (int x = 0; x < n; x++)
+                    j->kt->attn_head(j->dim, j->dim, n_kv[x], qs[x], kc, (size_t)stride, vc, (size_t)stride, scale,
+                                     scores, outs[x]);
+        }
 }
 
 static void bench_attention(tern_kbench_state *s, const tern_cpu_kernels *kt, const tern_kbench_model *ms,
-                            int64_t n_kv) {
+                            int64_t n_kv, int64_t m) {
     const size_t cache = (size_t)n_kv * (size_t)(ms->n_head_kv * ms->head_dim);
-    attn_job j = {.kt = kt, .n_head = ms->n_head, .n_head_kv = ms->n_head_kv, .dim = ms->head_dim, .n_kv = n_kv};
+    const size_t q_floats = (size_t)(m * ms->n_head * ms->head_dim);
+    attn_job j = {.kt = kt, .n_head = ms->n_head, .n_head_kv = ms->n_head_kv, .dim = ms->head_dim, .n_kv = n_kv, .m = m};
     uint16_t *kc = malloc(cache * sizeof *kc), *vc = malloc(cache * sizeof *vc);
-    float *q = malloc((size_t)(ms->n_head * ms->head_dim) * sizeof *q), *out = malloc((size_t)(ms->n_head * ms->head_dim) * sizeof *out);
-    float *scores = malloc((size_t)s->n_threads * (size_t)n_kv * sizeof *scores);
+    float *q = malloc(q_floats * sizeof *q), *out = malloc(q_floats * sizeof *out);
+    float *scores = malloc((size_t)s->n_threads * TERN_ATTN_ROWS * (size_t)n_kv * sizeof *scores);
     if (!kc || !vc || !q || !out || !scores) {
         tern_kbench_skip(s, "attention %s %s ctx %lld: out of memory", kt->isa, ms->name, (long long)n_kv);
         goto done;
@@ -284,16 +305,19 @@ static void bench_attention(tern_kbench_state *s, const tern_cpu_kernels *kt, co
         kc[i] = tern_fp32_to_fp16(tern_kbench_uniform(&seed));
         vc[i] = tern_fp32_to_fp16(tern_kbench_uniform(&seed));
     }
-    for (int64_t i = 0; i < ms->n_head * ms->head_dim; i++)
+    for (size_t i = 0; i < q_floats; i++)
         q[i] = tern_kbench_uniform(&seed);
     j.q = q, j.kc = kc, j.vc = vc, j.scores = scores, j.out = out;
     const timed t = {s->pool, attn_part, &j, NULL};
     const tern_kbench_time tm = time_it(&t, s->budget_s);
+    /* GB/s: the cache read once per call; a share of the roofline only for decode, which reads it once
+     * per query */
     const double bytes = 2.0 * (double)cache * 2, gbs = bytes / tm.median / 1e9;
-    const double flop = 4.0 * (double)(ms->n_head * ms->head_dim) * (double)n_kv;
+    const double flop = 4.0 * (double)(ms->n_head * ms->head_dim) * (double)n_kv * (double)m;
     tern_kbench_result r = {.family = "attention", .isa = kt->isa, .type = "F16 KV", .model = ms->name,
-                   .rows = ms->n_head, .k = ms->head_dim, .m = 1, .threads = s->n_threads, .time = tm, .gbs = gbs,
-                   .gflops = flop / tm.median / 1e9, .roofline_pct = s->bw_gbs > 0 ? 100 * gbs / s->bw_gbs : -1};
+                   .rows = ms->n_head, .k = ms->head_dim, .m = m, .threads = s->n_threads, .time = tm, .gbs = gbs,
+                   .gflops = flop / tm.median / 1e9,
+                   .roofline_pct = m == 1 && s->bw_gbs > 0 ? 100 * gbs / s->bw_gbs : -1};
     snprintf(r.shape, sizeof r.shape, "ctx %lld, %lld heads x %lld", (long long)n_kv, (long long)ms->n_head,
              (long long)ms->head_dim);
     tern_kbench_add(s, &r);
@@ -382,7 +406,8 @@ static void bench_isa(tern_kbench_state *s, const tern_cpu_kernels *kt) {
     const int n_contexts = tern_kbench_contexts(s, contexts);
     for (int mi = 0; mi < tern_kbench_n_models(s) && tern_kbench_wanted(s, "attention", NULL); mi++)
         for (int c = 0; c < n_contexts; c++)
-            bench_attention(s, kt, &tern_kbench_models[mi], contexts[c]);
+            for (int64_t m = 1; m <= TERN_ATTN_ROWS; m += TERN_ATTN_ROWS - 1) /* decode; a prompt's block */
+                bench_attention(s, kt, &tern_kbench_models[mi], contexts[c], m);
     for (int mi = 0; mi < tern_kbench_n_models(s); mi++)
         bench_ops(s, kt, &tern_kbench_models[mi]);
 }
