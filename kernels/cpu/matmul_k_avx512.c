@@ -10,11 +10,12 @@
  * Written at 256 bits (the EVEX encodings AVX512VL gives): on the machine this was measured on
  * (a KVM guest reporting an Intel Xeon with AVX-512 VNNI and AMX, docs/kernels.md) a 512-bit
  * vpdpbusd ran at 0.52 ns against 0.32 ns for a 256-bit one, 1.2x the bytes per second, while
- * pairing activation rows into 512-bit vectors would cost a shuffle per vector. The kernels are
- * matmul_k_tile.h's with VNNI lane sums; their results are bit-identical with the avx2 table's and
- * differ from matmul_ref.c only in the order of f32 additions (integer sums exact). Measured, 1
- * thread (docs/kernels.md): prefill Q4_K 190-226 GFLOP/s (avx2 145-167), Q6_K 178-209 (avx2
- * 130-143).
+ * pairing activation rows into 512-bit vectors would cost a shuffle per vector. Below 8
+ * activation rows the kernels are matmul_k_tile.h's with VNNI lane sums; from 8 on, the panel
+ * driver (gemm_kp, below) with the same per-block arithmetic. Their results are bit-identical
+ * with the avx2 table's (test_gemm_k_tables_agree) and differ from matmul_ref.c only in the
+ * order of f32 additions (integer sums exact). Measured in docs/kernels.md and docs/benchmarks.md
+ * (session 6: 7B prefill 17.6 -> 26.6 t/s on two Zen 4 cores with the panels).
  */
 #include "kernels/cpu/avx2.h"
 
