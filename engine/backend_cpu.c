@@ -415,18 +415,12 @@ typedef struct attn_task {
     float *out;
 } attn_task;
 
-/* The key range of the query at position pos: the whole prefix, or the last window positions. */
-static void attn_range(const tern_attn_params *p, int64_t pos, int64_t *first, int64_t *n_kv) {
-    *first = p->window > 0 && pos + 1 > p->window ? pos + 1 - p->window : 0;
-    *n_kv = pos + 1 - *first;
-}
-
-/* Jobs of attention_run: with attn_rows, the queries of each KV head (positions x the heads that
- * share it, heads fastest) in runs of TERN_ATTN_ROWS; without, one query each. */
-static int64_t attn_jobs(const cpu_backend *c, const tern_attn_params *p, int64_t *runs_per_kv_head) {
+/* Jobs of attention_run: the queries of each KV head (positions x the heads that share it, heads
+ * fastest) in runs of TERN_ATTN_ROWS, which attn_rows takes at once. */
+static int64_t attn_jobs(const tern_attn_params *p, int64_t *runs_per_kv_head) {
     const int64_t per_kv_head = p->n_tokens * (p->n_head / p->n_head_kv);
     *runs_per_kv_head = (per_kv_head + TERN_ATTN_ROWS - 1) / TERN_ATTN_ROWS;
-    return c->kernels.attn_rows ? p->n_head_kv * *runs_per_kv_head : p->n_tokens * p->n_head;
+    return p->n_head_kv * *runs_per_kv_head;
 }
 
 static void attention_run(void *arg, int ith, int nth) {
@@ -438,33 +432,23 @@ static void attention_run(void *arg, int ith, int nth) {
     const uint16_t *vl = t->c->v_cache + (size_t)p->layer * (size_t)s->n_ctx * (size_t)s->v_width;
     const int64_t group = p->n_head / p->n_head_kv;
     int64_t runs, lo, hi;
-    split_range(attn_jobs(t->c, p, &runs), ith, nth, 1, &lo, &hi);
+    split_range(attn_jobs(p, &runs), ith, nth, 1, &lo, &hi);
     for (int64_t job = lo; job < hi; job++) {
-        if (t->c->kernels.attn_rows) {
-            const int64_t hk = job / runs, q0 = job % runs * TERN_ATTN_ROWS;
-            const float *qs[TERN_ATTN_ROWS];
-            float *outs[TERN_ATTN_ROWS];
-            int64_t first[TERN_ATTN_ROWS], n_kv[TERN_ATTN_ROWS];
-            int n = 0;
-            for (int64_t qi = q0; qi < p->n_tokens * group && n < TERN_ATTN_ROWS; qi++, n++) {
-                const int64_t i = qi / group, h = hk * group + qi % group;
-                attn_range(p, p->pos0 + i, &first[n], &n_kv[n]);
-                qs[n] = t->q + (i * p->n_head + h) * p->head_dim_k;
-                outs[n] = t->out + (i * p->n_head + h) * p->head_dim_v;
-            }
-            t->c->kernels.attn_rows(p->head_dim_k, p->head_dim_v, n, qs, first, n_kv,
-                                    kl + (size_t)(hk * p->head_dim_k), (size_t)s->k_width,
-                                    vl + (size_t)(hk * p->head_dim_v), (size_t)s->v_width, p->scale, scores, outs);
-            continue;
+        const int64_t hk = job / runs, q0 = job % runs * TERN_ATTN_ROWS;
+        const float *qs[TERN_ATTN_ROWS];
+        float *outs[TERN_ATTN_ROWS];
+        int64_t first[TERN_ATTN_ROWS], n_kv[TERN_ATTN_ROWS];
+        int n = 0;
+        for (int64_t qi = q0; qi < p->n_tokens * group && n < TERN_ATTN_ROWS; qi++, n++) {
+            const int64_t i = qi / group, h = hk * group + qi % group, pos = p->pos0 + i;
+            first[n] = p->window > 0 && pos + 1 > p->window ? pos + 1 - p->window : 0;
+            n_kv[n] = pos + 1 - first[n];
+            qs[n] = t->q + (i * p->n_head + h) * p->head_dim_k;
+            outs[n] = t->out + (i * p->n_head + h) * p->head_dim_v;
         }
-        const int64_t i = job / p->n_head, h = job % p->n_head, hk = h / group;
-        int64_t first, n_kv;
-        attn_range(p, p->pos0 + i, &first, &n_kv);
-        t->c->kernels.attn_head(p->head_dim_k, p->head_dim_v, n_kv, t->q + (i * p->n_head + h) * p->head_dim_k,
-                                kl + (size_t)first * (size_t)s->k_width + (size_t)(hk * p->head_dim_k),
-                                (size_t)s->k_width,
-                                vl + (size_t)first * (size_t)s->v_width + (size_t)(hk * p->head_dim_v),
-                                (size_t)s->v_width, p->scale, scores, t->out + (i * p->n_head + h) * p->head_dim_v);
+        tern_attn_queries(&t->c->kernels, p->head_dim_k, p->head_dim_v, n, qs, first, n_kv,
+                          kl + (size_t)(hk * p->head_dim_k), (size_t)s->k_width, vl + (size_t)(hk * p->head_dim_v),
+                          (size_t)s->v_width, p->scale, scores, outs);
     }
 }
 
@@ -479,7 +463,7 @@ static void cpu_attention(tern_backend *be, const tern_buf *q, const tern_attn_p
     c->act_valid = false;
     attn_task t = {c, q->data, p, out->data};
     int64_t runs;
-    tern_threadpool_run_tasks(c->pool, attention_run, &t, tasks_for(c, attn_jobs(c, p, &runs), 1));
+    tern_threadpool_run_tasks(c->pool, attention_run, &t, tasks_for(c, attn_jobs(p, &runs), 1));
 }
 
 typedef struct ew_task {

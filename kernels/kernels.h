@@ -48,8 +48,9 @@ typedef void (*tern_attn_head_fn)(int64_t dk, int64_t dv, int64_t n_kv, const fl
 /* Up to TERN_ATTN_ROWS queries of one KV head at once: query j reads q[j] (dk floats) and writes
  * out[j] (dv floats) = attn_head over the cached positions [first[j], first[j] + n_kv[j]) of k and
  * v (position 0 at k and v), n_kv[j] >= 1. Rows outside a query's own range never reach its
- * result (NaN there included). scores is scratch of TERN_ATTN_ROWS * (max_j first[j] + n_kv[j]) floats. The results are
- * attn_head's up to the order of f32 additions. NULL in a table: attn_head per query. */
+ * result (NaN there included). scores is scratch of TERN_ATTN_ROWS * (max_j first[j] + n_kv[j])
+ * floats. The results are attn_head's up to the order of f32 additions. NULL in a table:
+ * tern_attn_queries calls attn_head per query. */
 #define TERN_ATTN_ROWS 4
 typedef void (*tern_attn_rows_fn)(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
                                   const int64_t n_kv[], const uint16_t *restrict k, size_t k_stride,
@@ -88,8 +89,14 @@ typedef struct tern_cpu_kernels {
  * TERN_ERR_INVALID_ARG for an unknown name. On any return k holds a usable table (at least ref). */
 tern_status tern_cpu_kernels_init(tern_cpu_kernels *k, const char *force_isa, tern_error *err);
 
-/* The reference table (every entry set). */
+/* The reference table (every entry set but the optional ones). */
 void tern_cpu_kernels_ref(tern_cpu_kernels *k);
+
+/* Up to TERN_ATTN_ROWS queries of one KV head, as tern_attn_rows_fn says: through the table's
+ * attn_rows, or attn_head per query where it has none. */
+void tern_attn_queries(const tern_cpu_kernels *k, int64_t dk, int64_t dv, int n_q, const float *const q[],
+                       const int64_t first[], const int64_t n_kv[], const uint16_t *kc, size_t k_stride,
+                       const uint16_t *vc, size_t v_stride, float scale, float *scores, float *const out[]);
 
 /* What the CPU offers, for `tern info --cpu` and bench records. */
 typedef struct tern_cpu_features {

@@ -258,8 +258,8 @@ typedef struct attn_job {
     float *out;
 } attn_job;
 
-/* As the engine (backend_cpu.c): with attn_rows, the queries of each KV head (positions x the
- * heads that share it) in runs of TERN_ATTN_ROWS; without, attn_head per query. */
+/* As the engine (backend_cpu.c): the queries of each KV head (positions x the heads that share
+ * it) in runs of TERN_ATTN_ROWS, through tern_attn_queries. */
 static void attn_part(void *arg, int thread, int n_threads) {
     attn_job *j = arg;
     const int64_t group = j->n_head / j->n_head_kv, stride = j->n_head_kv * j->dim, per_kv = j->m * group;
@@ -277,14 +277,8 @@ static void attn_part(void *arg, int thread, int n_threads) {
                 qs[n] = j->q + (i * j->n_head + h) * j->dim;
                 outs[n] = j->out + (i * j->n_head + h) * j->dim;
             }
-            const uint16_t *kc = j->kc + kvh * j->dim, *vc = j->vc + kvh * j->dim;
-            if (j->kt->attn_rows)
-                j->kt->attn_rows(j->dim, j->dim, n, qs, first, n_kv, kc, (size_t)stride, vc, (size_t)stride, scale,
-                                 scores, outs);
-            else
-                for (int x = 0; x < n; x++)
-                    j->kt->attn_head(j->dim, j->dim, n_kv[x], qs[x], kc, (size_t)stride, vc, (size_t)stride, scale,
-                                     scores, outs[x]);
+            tern_attn_queries(j->kt, j->dim, j->dim, n, qs, first, n_kv, j->kc + kvh * j->dim, (size_t)stride,
+                              j->vc + kvh * j->dim, (size_t)stride, scale, scores, outs);
         }
 }
 
