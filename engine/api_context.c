@@ -320,6 +320,10 @@ int64_t tern_context_position(const tern_context *c) {
     return c ? c->pos : 0;
 }
 
+const tern_model *tern_context_model(const tern_context *c) {
+    return c ? c->model : NULL;
+}
+
 int64_t tern_context_size(const tern_context *c) {
     return c ? c->params.n_ctx : 0;
 }

@@ -33,16 +33,94 @@ static void read_name(tern_model *m, const char *path) {
     snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
 }
 
+static bool vocab_has(const void *tokenizer, const char *text) {
+    return tern_tokenizer_find(tokenizer, text) >= 0;
+}
+
+/* Whether general.finetune or general.name says the weights were tuned to chat ("instruct",
+ * "chat", "-it"). Base models carry their family's turn markers in the vocabulary too, and
+ * answer in them with noise (Gemma 3 270M does), so the markers alone do not choose a format. */
+static bool tagged_for_chat(const tern_gguf *g) {
+    static const char *const keys[] = {"general.finetune", "general.name"};
+    static const char *const tags[] = {"instruct", "chat", "-it", " it", "_it", "assistant"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        tern_gguf_str s;
+        if (tern_gguf_get_str(g, keys[k], &s, NULL) != TERN_OK)
+            continue;
+        char low[128];
+        size_t n = s.len < sizeof low - 1 ? (size_t)s.len : sizeof low - 1;
+        for (size_t i = 0; i < n; i++)
+            low[i] = (char)(s.ptr[i] >= 'A' && s.ptr[i] <= 'Z' ? s.ptr[i] - 'A' + 'a' : s.ptr[i]);
+        low[n] = 0;
+        for (size_t t = 0; t < sizeof tags / sizeof tags[0]; t++) {
+            const char *at = strstr(low, tags[t]);
+            const size_t end = at ? (size_t)(at - low) + strlen(tags[t]) : 0;
+            const bool word = strchr("- _", tags[t][0]) != NULL; /* "-it" ends a word: not "-item" */
+            if (at && (!word || end == n || strchr("- ._", low[end])))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* The chat format: the template's when tern knows it, else a fallback from the vocabulary's turn
+ * markers or the architecture (tern_chat_format_fallback), with a note saying which. */
+static void choose_chat_format(tern_model *m) {
+    bool unknown = true;
+    const size_t len = m->chat_template ? strlen(m->chat_template) : 0;
+    m->chat_format = tern_chat_format_detect(m->chat_template, len, &unknown);
+    if (!unknown) {
+        snprintf(m->chat_format_note, sizeof m->chat_format_note, "from the file's chat template");
+        return;
+    }
+    const char *basis = NULL;
+    const tern_chat_format turns =
+        tern_chat_format_fallback(vocab_has, m->tokenizer, tern_arch_name(m->hp.arch), &basis);
+    const char *missing = m->chat_template ? "a chat template tern does not know" : "no chat template in the file";
+    m->chat_format = TERN_CHAT_PLAIN;
+    if (basis && !m->chat_template && !tagged_for_chat(m->gguf))
+        snprintf(m->chat_format_note, sizeof m->chat_format_note,
+                 "%s and no instruct/chat tag: a base model, so plain User:/Assistant: text (%s turns from %s: "
+                 "--chat-template %s)",
+                 missing, tern_chat_format_name(turns), basis, tern_chat_format_name(turns));
+    else if (basis) {
+        m->chat_format = turns;
+        snprintf(m->chat_format_note, sizeof m->chat_format_note, "%s: using %s turns, chosen from %s", missing,
+                 tern_chat_format_name(turns), basis);
+    } else
+        snprintf(m->chat_format_note, sizeof m->chat_format_note,
+                 "%s and no known turn markers: plain User:/Assistant: text", missing);
+}
+
+tern_status tern_model_set_chat_format(tern_model *m, const char *name, tern_error *err) {
+    if (!m)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_model_set_chat_format: model is required");
+    if (!name) {
+        choose_chat_format(m);
+        return TERN_OK;
+    }
+    tern_chat_format f;
+    tern_status st = tern_chat_format_from_name(name, &f, err);
+    if (st != TERN_OK)
+        return st;
+    m->chat_format = f;
+    snprintf(m->chat_format_note, sizeof m->chat_format_note, "%s turns, as asked", tern_chat_format_name(f));
+    return TERN_OK;
+}
+
 static tern_status read_chat_template(tern_model *m, tern_error *err) {
     tern_gguf_str s;
-    if (tern_gguf_get_str(m->gguf, "tokenizer.chat_template", &s, NULL) != TERN_OK)
+    if (tern_gguf_get_str(m->gguf, "tokenizer.chat_template", &s, NULL) != TERN_OK) {
+        choose_chat_format(m);
         return TERN_OK;
+    }
     char *copy = malloc((size_t)s.len + 1);
     if (!copy)
         return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
     memcpy(copy, s.ptr, (size_t)s.len);
     copy[s.len] = 0;
     m->chat_template = copy;
+    choose_chat_format(m);
     tern_chat_default_system(tern_chat_format_detect(copy, (size_t)s.len, NULL), copy, (size_t)s.len,
                              m->default_system, sizeof m->default_system);
     /* it is printed in start-up summaries: control bytes other than newline and tab become '?',
@@ -189,8 +267,8 @@ void tern_model_get_info(const tern_model *m, tern_model_info *info) {
     info->tied_output = m->w.tied_output;
     info->tokenizer = m->tokenizer_desc;
     info->default_system = m->default_system;
-    info->chat_format = tern_chat_format_name(tern_chat_format_detect(m->chat_template, m->chat_template ?
-                                                                      strlen(m->chat_template) : 0, NULL));
+    info->chat_format = tern_chat_format_name(m->chat_format);
+    info->chat_format_note = m->chat_format_note;
     info->warning = m->warning;
 }
 

@@ -62,8 +62,7 @@ tern_status tern_chat_tokenize(const tern_model *m, const tern_chat_message *mes
     if (!m || (!messages && n_messages) || !n_tokens)
         return tern_error_set(err, TERN_ERR_INVALID_ARG,
                               "tern_chat_tokenize: model, messages and n_tokens are required");
-    tern_chat_format fmt =
-        tern_chat_format_detect(m->chat_template, m->chat_template ? strlen(m->chat_template) : 0, NULL);
+    const tern_chat_format fmt = m->chat_format;
     /* The template's own system prompt when the conversation brings none, as the template does. */
     tern_chat_message *with_system = NULL;
     if (m->default_system[0] && (n_messages == 0 || !messages[0].role || strcmp(messages[0].role, "system"))) {

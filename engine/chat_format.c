@@ -31,6 +31,7 @@ typedef struct format_spec {
     const char *system_close;
     bool trim; /* the reference template strips whitespace around each content */
     const char *stops[4];
+    const char *vocab_marker; /* a token whose presence in a vocabulary names this format */
 } format_spec;
 
 #define LLAMA3_HEADER(role) "<|start_header_id|>" role "<|end_header_id|>\n\n"
@@ -42,7 +43,7 @@ static const format_spec formats[TERN_CHAT_FORMAT_COUNT] = {
             .prefix = {"System: ", "User: ", "Assistant: "},
             .suffix = {"\n", "\n", "\n"},
             .generation_prompt = "Assistant:",
-            .stops = {"\nUser:"},
+            .stops = {"\nUser:", "\nSystem:"},
         },
     [TERN_CHAT_CHATML] =
         {
@@ -50,7 +51,8 @@ static const format_spec formats[TERN_CHAT_FORMAT_COUNT] = {
             .prefix = {"<|im_start|>system\n", "<|im_start|>user\n", "<|im_start|>assistant\n"},
             .suffix = {"<|im_end|>\n", "<|im_end|>\n", "<|im_end|>\n"},
             .generation_prompt = "<|im_start|>assistant\n",
-            .stops = {"<|im_end|>", "<|endoftext|>"},
+            .stops = {"<|im_end|>", "<|endoftext|>", "<|im_start|>"},
+            .vocab_marker = "<|im_start|>",
         },
     [TERN_CHAT_LLAMA3] =
         {
@@ -59,7 +61,8 @@ static const format_spec formats[TERN_CHAT_FORMAT_COUNT] = {
             .suffix = {"<|eot_id|>", "<|eot_id|>", "<|eot_id|>"},
             .generation_prompt = LLAMA3_HEADER("assistant"),
             .trim = true,
-            .stops = {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"},
+            .stops = {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|start_header_id|>"},
+            .vocab_marker = "<|start_header_id|>",
         },
     [TERN_CHAT_GEMMA] =
         {
@@ -70,7 +73,8 @@ static const format_spec formats[TERN_CHAT_FORMAT_COUNT] = {
             .system_open = "",
             .system_close = "\n\n",
             .trim = true,
-            .stops = {"<end_of_turn>", "<eos>"},
+            .stops = {"<end_of_turn>", "<eos>", "<start_of_turn>"},
+            .vocab_marker = "<start_of_turn>",
         },
     [TERN_CHAT_LLAMA2] =
         {
@@ -84,7 +88,8 @@ static const format_spec formats[TERN_CHAT_FORMAT_COUNT] = {
             .system_open = "<<SYS>>\n",
             .system_close = "\n<</SYS>>\n\n",
             .trim = true,
-            .stops = {"</s>"},
+            .stops = {"</s>", "[INST]"},
+            .vocab_marker = "[INST]",
         },
     [TERN_CHAT_ZEPHYR] =
         {
@@ -100,7 +105,18 @@ static const format_spec formats[TERN_CHAT_FORMAT_COUNT] = {
             .prefix = {"<|system|>\n", "<|user|>\n", "<|assistant|>\n"},
             .suffix = {"<|end|>\n", "<|end|>\n", "<|end|>\n"},
             .generation_prompt = "<|assistant|>\n",
-            .stops = {"<|end|>", "<|endoftext|>"},
+            .stops = {"<|end|>", "<|endoftext|>", "<|user|>"},
+            .vocab_marker = "<|end|>",
+        },
+    [TERN_CHAT_GRANITE] =
+        {
+            .name = "granite",
+            .prefix = {"<|start_of_role|>system<|end_of_role|>", "<|start_of_role|>user<|end_of_role|>",
+                       "<|start_of_role|>assistant<|end_of_role|>"},
+            .suffix = {"<|end_of_text|>\n", "<|end_of_text|>\n", "<|end_of_text|>\n"},
+            .generation_prompt = "<|start_of_role|>assistant<|end_of_role|>",
+            .stops = {"<|end_of_text|>", "<|start_of_role|>"},
+            .vocab_marker = "<|start_of_role|>",
         },
 };
 
@@ -119,6 +135,8 @@ tern_chat_format tern_chat_format_detect(const char *tmpl, size_t len, bool *unk
         f = TERN_CHAT_LLAMA3;
     else if (contains(tmpl, len, "<start_of_turn>"))
         f = TERN_CHAT_GEMMA;
+    else if (contains(tmpl, len, "<|start_of_role|>"))
+        f = TERN_CHAT_GRANITE;
     else if (contains(tmpl, len, "[INST]"))
         f = TERN_CHAT_LLAMA2;
     else if (contains(tmpl, len, "<|user|>") && contains(tmpl, len, "<|end|>"))
@@ -128,6 +146,40 @@ tern_chat_format tern_chat_format_detect(const char *tmpl, size_t len, bool *unk
     if (unknown)
         *unknown = f == TERN_CHAT_PLAIN;
     return f;
+}
+
+/* Architectures whose models people chat with in one format, for files that carry neither a
+ * template nor the format's markers as tokens. */
+static const struct {
+    const char *architecture;
+    tern_chat_format format;
+} arch_formats[] = {
+    {"qwen2", TERN_CHAT_CHATML}, {"qwen3", TERN_CHAT_CHATML}, {"gemma", TERN_CHAT_GEMMA},
+    {"gemma2", TERN_CHAT_GEMMA}, {"gemma3", TERN_CHAT_GEMMA}, {"phi3", TERN_CHAT_PHI3},
+    {"granite", TERN_CHAT_GRANITE},
+};
+
+tern_chat_format tern_chat_format_fallback(bool (*has_token)(const void *vocab, const char *text), const void *vocab,
+                                           const char *architecture, const char **basis) {
+    if (basis)
+        *basis = NULL;
+    /* Phi-3's <|end|> alone is too common a word to name it: it needs <|user|> beside it. */
+    for (int f = 0; has_token && f < TERN_CHAT_FORMAT_COUNT; f++) {
+        const char *marker = formats[f].vocab_marker;
+        if (!marker || !has_token(vocab, marker) || (f == TERN_CHAT_PHI3 && !has_token(vocab, "<|user|>")))
+            continue;
+        if (basis)
+            *basis = "its vocabulary";
+        return (tern_chat_format)f;
+    }
+    for (size_t i = 0; architecture && i < sizeof arch_formats / sizeof arch_formats[0]; i++) {
+        if (strcmp(architecture, arch_formats[i].architecture) == 0) {
+            if (basis)
+                *basis = "its architecture";
+            return arch_formats[i].format;
+        }
+    }
+    return TERN_CHAT_PLAIN;
 }
 
 size_t tern_chat_default_system(tern_chat_format format, const char *tmpl, size_t len, char *buf, size_t cap) {
@@ -179,6 +231,16 @@ const char *tern_chat_format_name(tern_chat_format format) {
     return formats[format].name;
 }
 
+/* llama.cpp's built-in template names that are one of tern's formats under another name. */
+static const struct {
+    const char *name;
+    tern_chat_format format;
+} format_aliases[] = {
+    {"llama2-sys", TERN_CHAT_LLAMA2}, {"llama2-sys-bos", TERN_CHAT_LLAMA2}, {"phi3.5", TERN_CHAT_PHI3},
+    {"gemma2", TERN_CHAT_GEMMA},      {"gemma3", TERN_CHAT_GEMMA},          {"qwen", TERN_CHAT_CHATML},
+    {"granite3", TERN_CHAT_GRANITE},
+};
+
 tern_status tern_chat_format_from_name(const char *name, tern_chat_format *out, tern_error *err) {
     for (int f = 0; name && f < TERN_CHAT_FORMAT_COUNT; f++) {
         if (strcmp(name, formats[f].name) == 0) {
@@ -186,8 +248,15 @@ tern_status tern_chat_format_from_name(const char *name, tern_chat_format *out, 
             return TERN_OK;
         }
     }
+    for (size_t i = 0; name && i < sizeof format_aliases / sizeof format_aliases[0]; i++) {
+        if (strcmp(name, format_aliases[i].name) == 0) {
+            *out = format_aliases[i].format;
+            return TERN_OK;
+        }
+    }
     return tern_error_set(err, TERN_ERR_INVALID_ARG,
-                          "unknown chat format '%s' (known: plain chatml llama3 gemma llama2 zephyr phi3)",
+                          "unknown chat template '%.64s' (tern renders: chatml llama2 llama3 gemma phi3 zephyr "
+                          "granite plain)",
                           name ? name : "(null)");
 }
 

@@ -31,6 +31,7 @@ typedef enum tern_chat_format {
     TERN_CHAT_LLAMA2,    /* [INST] <<SYS>>\n...\n<</SYS>>\n\n ... [/INST] (also Mistral's [INST]) */
     TERN_CHAT_ZEPHYR,    /* <|user|>\n ... </s>\n */
     TERN_CHAT_PHI3,      /* <|user|>\n ... <|end|>\n */
+    TERN_CHAT_GRANITE,   /* <|start_of_role|>role<|end_of_role|> ... <|end_of_text|>\n (Granite 3) */
     TERN_CHAT_FORMAT_COUNT
 } tern_chat_format;
 
@@ -42,6 +43,14 @@ typedef enum tern_chat_format {
  * NULL), so the caller can warn that the prompt format is a guess. */
 tern_chat_format tern_chat_format_detect(const char *tmpl, size_t len, bool *unknown);
 
+/* The format to use when a file has no template or one tern does not recognise: the turn markers
+ * its vocabulary holds (<|im_start|> -> chatml, <start_of_turn> -> gemma, ...), else what its
+ * architecture's models use, else plain. has_token(vocab, text) says whether a token's text is
+ * exactly `text`. *basis (may be NULL) is set to "its vocabulary", "its architecture" or NULL
+ * when nothing fitted (plain). */
+tern_chat_format tern_chat_format_fallback(bool (*has_token)(const void *vocab, const char *text), const void *vocab,
+                                           const char *architecture, const char **basis);
+
 /* The system prompt a template writes when the conversation has none: in ChatML templates a
  * literal system turn ('<|im_start|>system\n' TEXT '<|im_end|>', as SmolLM2's and Qwen2's
  * write under `messages[0]['role'] != 'system'`). TEXT (its Jinja escapes \n \' \" \\ undone) is
@@ -50,15 +59,17 @@ tern_chat_format tern_chat_format_detect(const char *tmpl, size_t len, bool *unk
  * not executed: this reads one string literal. */
 size_t tern_chat_default_system(tern_chat_format format, const char *tmpl, size_t len, char *buf, size_t cap);
 
-/* A short stable name: "plain", "chatml", "llama3", "gemma", "llama2", "zephyr", "phi3". */
+/* A short stable name: "plain", "chatml", "llama3", "gemma", "llama2", "zephyr", "phi3", "granite". */
 const char *tern_chat_format_name(tern_chat_format format);
 
-/* The reverse of tern_chat_format_name, for a --chat-format option. Unknown name -> INVALID_ARG. */
+/* The reverse of tern_chat_format_name, for a --chat-template option; llama.cpp's names for the
+ * same formats are accepted too ("llama2-sys", "phi3"...). Unknown name -> INVALID_ARG with the list. */
 tern_status tern_chat_format_from_name(const char *name, tern_chat_format *out, tern_error *err);
 
-/* Strings that end the assistant's turn in this format, most important first. Each one is either
- * the text of a special token (map it to its id and stop on the id) or plain text to watch for
- * in the detokenized output. Sets *n and returns a constant array. */
+/* Strings that end the assistant's turn in this format, most important first: its end-of-turn
+ * markers and the openers of a next turn (a model that starts one has ended its own). Each one is
+ * either the text of a special token (map it to its id and stop on the id) or plain text to watch
+ * for in the detokenized output. Sets *n and returns a constant array. */
 const char *const *tern_chat_format_stops(tern_chat_format format, size_t *n);
 
 typedef struct tern_chat_segment {

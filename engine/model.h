@@ -87,6 +87,8 @@ struct tern_model {
     tern_tokenizer *tokenizer;
     const char *chat_template; /* NUL-terminated copy, or NULL */
     char default_system[512];  /* the template's own system prompt (tern_chat_default_system), or "" */
+    int chat_format;           /* tern_chat_format: the template's, a fallback's or the caller's */
+    char chat_format_note[160]; /* where chat_format came from, for start-up summaries */
     uint64_t weight_bytes;     /* bytes of every tensor */
     uint64_t n_params;         /* elements of every tensor */
     uint64_t type_bytes[TERN_TYPE_COUNT];

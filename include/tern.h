@@ -67,6 +67,8 @@ typedef struct tern_model_info {
     bool tied_output;
     const char *tokenizer;      /* "spm" or "bpe (llama3)" ... */
     const char *chat_format;    /* "chatml", "llama3", "gemma", ... or "plain" */
+    const char *chat_format_note; /* where it came from: "from the file's chat template", "no chat
+                                   * template in the file: using gemma turns, chosen from its vocabulary" */
     const char *default_system; /* the system prompt the model's template adds when a conversation
                                  * has none (tern_chat_tokenize does the same), or "" */
     const char *warning;        /* load-time warning, or "" */
@@ -130,6 +132,14 @@ typedef struct tern_chat_message {
     const char *content;
 } tern_chat_message;
 
+/* Chat formats tern renders: chatml, llama2, llama3, gemma, phi3, zephyr, granite, plain (and
+ * llama.cpp's names for them: llama2-sys, gemma2, ...). A file whose template tern does not know,
+ * or that has none, gets a format chosen from its vocabulary's turn markers or its architecture
+ * (tern_model_info.chat_format_note says which). This overrides it; NULL restores the choice.
+ * It changes the model: call it before contexts on other threads use the model.
+ * Unknown name -> TERN_ERR_INVALID_ARG, the message listing the names. */
+tern_status tern_model_set_chat_format(tern_model *model, const char *name, tern_error *err);
+
 /* Tokenize a conversation in the model's chat format. Message text is tokenized with special
  * tokens NOT parsed (user text cannot inject control tokens); the format's markers are. With
  * add_generation_prompt the assistant's turn is opened. BOS is added when the model wants it. */
@@ -189,6 +199,7 @@ tern_status tern_eval(tern_context *ctx, const int32_t *tokens, size_t n_tokens,
 const float *tern_get_logits(const tern_context *ctx);
 const float *tern_get_logits_at(const tern_context *ctx, size_t i);
 int64_t tern_context_position(const tern_context *ctx); /* tokens in the KV cache */
+const tern_model *tern_context_model(const tern_context *ctx);
 int64_t tern_context_size(const tern_context *ctx);     /* n_ctx */
 void tern_context_reset(tern_context *ctx);             /* empty the KV cache */
 /* Keep only the first n_keep positions of the KV cache (chat: reuse the common prefix). */
@@ -220,6 +231,53 @@ tern_status tern_sampler_sample(tern_sampler *s, const float *logits, int n_voca
 tern_status tern_sampler_accept(tern_sampler *s, int32_t token, tern_error *err);
 void tern_sampler_reset(tern_sampler *s);
 void tern_sampler_free(tern_sampler *s);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Generation: a prompt, then sampled tokens streamed as text until a stop.                    */
+
+typedef enum tern_stop_reason {
+    TERN_STOP_EOG = 0,       /* the model ended its turn (an end-of-generation token) */
+    TERN_STOP_LIMIT = 1,     /* max_tokens generated */
+    TERN_STOP_CTX_FULL = 2,  /* the context is full and on_context_full made no room */
+    TERN_STOP_INTERRUPT = 3, /* the abort flag was raised */
+    TERN_STOP_ERROR = 4,
+    TERN_STOP_STRING = 5,    /* a stop string: the caller's or the chat format's */
+} tern_stop_reason;
+const char *tern_stop_reason_name(tern_stop_reason reason); /* "end of turn", "stop string", ... */
+
+typedef struct tern_generate_params {
+    int64_t max_tokens;      /* < 0: until a stop (default) */
+    /* Stop strings (UTF-8): the text ends just before the first of them and nothing of it reaches
+     * on_text (text that could still become one is held back until it cannot). One that is the
+     * text of a control token (<|im_end|>) also stops on that token. Borrowed for the call. */
+    const char *const *stop;
+    size_t n_stop;
+    bool chat_stops;         /* also the stop strings of the model's chat format (default false) */
+    bool special;            /* pass control tokens' text on to on_text (default false) */
+    const volatile int *abort_flag; /* non-zero: stop before the next token */
+    void *user;
+    void (*on_token)(void *user, int32_t token);              /* each generated token (may be NULL) */
+    void (*on_text)(void *user, const char *text, size_t len); /* the output, valid UTF-8 (may be NULL) */
+    /* Called when the next token does not fit in the context (may be NULL). It may make room
+     * (tern_context_truncate, then tern_eval of what should follow) and return true to go on;
+     * the logits of its last eval pick the next token. False: stop with TERN_STOP_CTX_FULL. */
+    bool (*on_context_full)(void *user, tern_context *ctx, const int32_t *generated, size_t n_generated);
+    int32_t *tokens;         /* generated ids, the first tokens_cap of them (may be NULL) */
+    size_t tokens_cap;
+} tern_generate_params;
+
+typedef struct tern_generate_stats {
+    int64_t n_prompt, n_generated;
+    double prefill_ms, decode_ms, first_token_ms; /* first token: from the start to the first sample */
+    tern_stop_reason stop;
+} tern_generate_stats;
+
+tern_generate_params tern_generate_default_params(void);
+
+/* Evaluates prompt[0..n_prompt) (may be 0: go on from the last eval), then samples, streams and
+ * evaluates tokens until a stop. An interrupt is not an error: TERN_OK with stop INTERRUPT. */
+tern_status tern_generate(tern_context *ctx, tern_sampler *sampler, const int32_t *prompt, size_t n_prompt,
+                          const tern_generate_params *params, tern_generate_stats *stats, tern_error *err);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,7 @@
 #include "engine/roofline.h"
 #include "engine/telemetry.h"
 #include "kernels/opencl/opencl.h"
-#include "tools/generate.h"
+#include "tern.h"
 #include "tools/sysdesc.h"
 
 /* Telemetry phases (tern_telemetry_set_phase). */

@@ -258,14 +258,14 @@ typedef struct decode_watch {
     tern_telemetry *tel;
     const tern_context *ctx;
     double t0, limit_ms;
-    volatile sig_atomic_t stop;
+    volatile int stop; /* the abort flag tern_generate watches */
     bool decoding;
 } decode_watch;
 
 /* Called as tokens come out: the first one ends prefill; the position in the KV cache is the
  * progress the plot turns into tokens/s. */
-static void on_token(void *user, const char *piece, size_t len, int32_t token) {
-    (void)piece, (void)len, (void)token;
+static void on_token(void *user, int32_t token) {
+    (void)token;
     decode_watch *w = user;
     if (w->tel) {
         if (!w->decoding)
@@ -398,9 +398,13 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
         goto done;
 
     decode_watch watch = {.tel = env->tel, .ctx = ctx, .t0 = tern_now_ms(), .limit_ms = cfg->max_decode_s * 1e3};
-    tern_gen_stats gs;
-    st = tern_generate(ctx, m, sampler, prompt, (size_t)cfg->n_prompt, cfg->n_gen, &watch.stop, on_token, &watch,
-                       NULL, 0, &gs, err);
+    tern_generate_params gp = tern_generate_default_params();
+    gp.max_tokens = cfg->n_gen;
+    gp.abort_flag = &watch.stop;
+    gp.on_token = on_token;
+    gp.user = &watch;
+    tern_generate_stats gs;
+    st = tern_generate(ctx, sampler, prompt, (size_t)cfg->n_prompt, &gp, &gs, err);
     if (env->tel)
         tern_telemetry_set_progress(env->tel, tern_context_position(ctx));
     if (st != TERN_OK)

@@ -94,10 +94,11 @@ void tern_run_options_init(tern_run_options *o) {
 
 const char tern_run_options_help[] =
     "  -m, --model FILE       GGUF model file\n"
-    "  -c, --ctx N            context length (default 4096, or the model's trained length if smaller)\n"
-    "  -b, --batch N          prompt tokens per forward pass (default 512)\n"
+    "  -c, --ctx, --ctx-size N  context length (default 4096, or the model's trained length if smaller)\n"
+    "  -b, --batch, --batch-size N  prompt tokens per forward pass (default 512; -ub is taken too)\n"
     "  -t, --threads N|auto   CPU threads (default auto: the performance cores)\n"
     "      --backend B        auto, cpu or opencl (default auto)\n"
+    "  -ngl, --n-gpu-layers N llama.cpp's spelling: 0 = --backend cpu, anything else = opencl (all layers)\n"
     "      --device N         OpenCL device index\n"
     "      --force            allow a context above the trained length or over available memory\n"
     "      --check-numerics   check every layer for inf/NaN and name the first bad one (slow)\n"
@@ -105,12 +106,61 @@ const char tern_run_options_help[] =
     "      --top-k N          (default 40; 0 = off)\n"
     "      --top-p P          (default 0.95; 1 = off)\n"
     "      --min-p P          (default 0.05; 0 = off)\n"
-    "      --repeat-penalty R (default 1.0 = off)\n"
+    "      --repeat-penalty R (default 1.0 = off; 1.1 in chat)\n"
     "      --repeat-last-n N  tokens the penalty looks back over (default 64)\n"
-    "      --seed S           random seed (default 0; -s in run)\n";
+    "  -s, --seed S           random seed (default 0; in chat a random one, printed)\n";
+
+const char tern_gen_options_help[] =
+    "  -n, --n-predict, --predict N  most tokens to generate (-1 = until the model stops)\n"
+    "  -r, --reverse-prompt TEXT  stop before TEXT (repeatable); the chat format's own stops always apply\n"
+    "  -sys, --system-prompt, --system TEXT  system prompt (replaces the template's own: tern info shows it)\n"
+    "      --chat-template NAME  chat format: chatml llama2 llama3 gemma phi3 zephyr granite plain\n"
+    "                         (default: the file's template, else one chosen from its vocabulary)\n"
+    "      --special          print control tokens (<|im_end|> ...) as text\n";
+
+/* llama.cpp flags tern does not take, each with what to do instead (docs/cli.md has the table). */
+static const struct {
+    const char *flag, *alias, *why;
+} refused_flags[] = {
+    {"-fa", "--flash-attn", "tern's attention is always fused over the KV cache; drop the flag"},
+    {"-ctk", "--cache-type-k", "the KV cache is FP16; its size is set by -c"},
+    {"-ctv", "--cache-type-v", "the KV cache is FP16; its size is set by -c"},
+    {"--mlock", NULL, "tern does not lock the weights in memory"},
+    {"--no-mmap", NULL, "tern always maps the file (TERN_CPU_COPY_WEIGHTS=1 copies the weights)"},
+    {"-tb", "--threads-batch", "one thread count serves prompt and generation: -t"},
+    {"-i", "--interactive", "use tern chat"},
+    {"-cnv", "--conversation", "use tern chat"},
+    {"-ins", "--instruct", "use tern chat"},
+    {"-hf", "--hf-repo", "tern runs local GGUF files: -m FILE"},
+    {"-mu", "--model-url", "tern runs local GGUF files: -m FILE"},
+    {"--lora", NULL, "LoRA adapters are not supported"},
+    {"--grammar", "--json-schema", "constrained sampling is not supported"},
+    {"--keep", NULL, "chat keeps the system prompt and drops the oldest whole turns when the context is full"},
+    {"-sm", "--split-mode", "tern runs on one device: --device N"},
+    {"-mg", "--main-gpu", "tern runs on one device: --device N"},
+    {"-ts", "--tensor-split", "tern runs on one device: --device N"},
+    {"--rope-freq-base", "--rope-scaling", "RoPE settings come from the file"},
+    {"-e", "--escape", "tern takes prompts as written (put real newlines in the text, or use -f FILE)"},
+    {"--color", NULL, "tern does not colour its output"},
+};
+
+/* llama.cpp flags whose meaning is already tern's behaviour: taken, with no effect. */
+static const char *const accepted_flags[] = {"--no-warmup", "--no-display-prompt", "--jinja", "--no-perf"};
 
 static bool is_flag(const char *a, const char *name, const char *alias) {
     return !strcmp(a, name) || (alias && !strcmp(a, alias));
+}
+
+static int refused_or_accepted(const char *a) {
+    for (size_t k = 0; k < sizeof refused_flags / sizeof refused_flags[0]; k++)
+        if (is_flag(a, refused_flags[k].flag, refused_flags[k].alias)) {
+            fprintf(stderr, "tern: %s (a llama.cpp option) is not taken: %s\n", a, refused_flags[k].why);
+            return -1;
+        }
+    for (size_t k = 0; k < sizeof accepted_flags / sizeof accepted_flags[0]; k++)
+        if (!strcmp(a, accepted_flags[k]))
+            return 1;
+    return 0;
 }
 
 int tern_run_options_parse(tern_run_options *o, int argc, char **argv, int *i) {
@@ -125,12 +175,12 @@ int tern_run_options_parse(tern_run_options *o, int argc, char **argv, int *i) {
     if (IS("-m", "--model")) {
         VALUE();
         o->model = v;
-    } else if (IS("-c", "--ctx")) {
+    } else if (IS("-c", "--ctx") || IS("--ctx-size", NULL)) {
         VALUE();
         if (!tern_cli_int(a, v, 1, 1 << 24, &n))
             return -1;
         o->ctx.n_ctx = n;
-    } else if (IS("-b", "--batch")) {
+    } else if (IS("-b", "--batch") || IS("--batch-size", "-ub") || IS("--ubatch-size", NULL)) {
         VALUE();
         if (!tern_cli_int(a, v, 1, 1 << 16, &n))
             return -1;
@@ -155,6 +205,16 @@ int tern_run_options_parse(tern_run_options *o, int argc, char **argv, int *i) {
             fprintf(stderr, "tern: --backend is auto, cpu or opencl, got '%s'\n", v);
             return -1;
         }
+    } else if (IS("-ngl", "--n-gpu-layers") || IS("--gpu-layers", NULL)) {
+        VALUE();
+        if (!strcmp(v, "auto"))
+            o->ctx.backend = TERN_BACKEND_AUTO;
+        else if (!strcmp(v, "all"))
+            o->ctx.backend = TERN_BACKEND_OPENCL;
+        else if (!tern_cli_int(a, v, 0, 1 << 20, &n))
+            return -1;
+        else
+            o->ctx.backend = n == 0 ? TERN_BACKEND_CPU : TERN_BACKEND_OPENCL;
     } else if (IS("--device", NULL)) {
         VALUE();
         if (!tern_cli_int(a, v, 0, 64, &n))
@@ -189,6 +249,7 @@ int tern_run_options_parse(tern_run_options *o, int argc, char **argv, int *i) {
         if (!tern_cli_float(a, v, 0.01, 100, &d))
             return -1;
         o->sampler.repeat_penalty = (float)d;
+        o->repeat_penalty_given = true;
     } else if (IS("--repeat-last-n", NULL)) {
         VALUE();
         if (!tern_cli_int(a, v, 0, 1 << 20, &n))
@@ -199,11 +260,45 @@ int tern_run_options_parse(tern_run_options *o, int argc, char **argv, int *i) {
         if (!tern_cli_int(a, v, 0, INT64_MAX, &n))
             return -1;
         o->sampler.seed = (uint64_t)n;
+        o->seed_given = true;
     } else {
-        return 0;
+        return refused_or_accepted(a);
     }
 #undef IS
 #undef VALUE
+    return 1;
+}
+
+int tern_gen_options_parse(tern_gen_options *g, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    const char *v;
+    if (is_flag(a, "-n", "--n-predict") || is_flag(a, "--predict", NULL)) {
+        if (!(v = tern_cli_value(argc, argv, i)) || !tern_cli_int(a, v, -1, 1 << 24, &g->n_predict))
+            return -1;
+        g->n_predict_given = true;
+    } else if (is_flag(a, "-r", "--reverse-prompt")) {
+        if (!(v = tern_cli_value(argc, argv, i)))
+            return -1;
+        if (g->n_stops == TERN_CLI_MAX_STOPS) {
+            fprintf(stderr, "tern: at most %d -r/--reverse-prompt strings\n", TERN_CLI_MAX_STOPS);
+            return -1;
+        }
+        if (!v[0]) {
+            fprintf(stderr, "tern: %s needs a non-empty text\n", a);
+            return -1;
+        }
+        g->stops[g->n_stops++] = v;
+    } else if (is_flag(a, "-sys", "--system-prompt") || is_flag(a, "--system", NULL)) {
+        if (!(g->system = tern_cli_value(argc, argv, i)))
+            return -1;
+    } else if (is_flag(a, "--chat-template", NULL)) {
+        if (!(g->chat_template = tern_cli_value(argc, argv, i)))
+            return -1;
+    } else if (is_flag(a, "--special", NULL)) {
+        g->special = true;
+    } else {
+        return 0;
+    }
     return 1;
 }
 
@@ -281,12 +376,19 @@ char *tern_cli_read_file(const char *path, size_t *len) {
         errno = EFBIG;
         return NULL;
     }
+    char *buf = tern_cli_read_stream(f, len);
+    int saved = errno;
+    fclose(f);
+    errno = saved;
+    return buf;
+}
+
+char *tern_cli_read_stream(FILE *f, size_t *len) {
     char *buf = NULL;
     size_t cap = 0, n = 0;
     for (;;) {
         if (n > TERN_CLI_MAX_FILE) {
             free(buf);
-            fclose(f);
             errno = EFBIG;
             return NULL;
         }
@@ -295,7 +397,6 @@ char *tern_cli_read_file(const char *path, size_t *len) {
             char *b = realloc(buf, cap);
             if (!b) {
                 free(buf);
-                fclose(f);
                 return NULL;
             }
             buf = b;
@@ -305,12 +406,15 @@ char *tern_cli_read_file(const char *path, size_t *len) {
         if (r == 0)
             break;
     }
-    fclose(f);
+    if (ferror(f)) {
+        free(buf);
+        errno = EIO;
+        return NULL;
+    }
     buf[n] = 0;
     *len = n;
     return buf;
 }
-
 
 bool tern_cli_text_append(tern_cli_text *t, const char *s, size_t len) {
     if (t->len + len + 1 > t->cap) {

@@ -44,6 +44,8 @@ bool tern_cli_text_append(tern_cli_text *t, const char *s, size_t len);
  * over TERN_CLI_MAX_FILE, refused without reading it all). */
 #define TERN_CLI_MAX_FILE ((uint64_t)1 << 30)
 char *tern_cli_read_file(const char *path, size_t *len);
+/* The same from an open stream (standard input for "-f -"), read to its end. */
+char *tern_cli_read_stream(FILE *f, size_t *len);
 /* JSON output helpers: a quoted, escaped string; an array of token ids. */
 void tern_cli_json_string(FILE *f, const char *s, size_t len);
 void tern_cli_json_tokens(FILE *f, const int32_t *t, size_t n);
@@ -66,13 +68,31 @@ typedef struct tern_run_options {
     const char *model;
     tern_context_params ctx;
     tern_sampler_params sampler;
+    bool seed_given, repeat_penalty_given; /* chat has other defaults for these */
 } tern_run_options;
 void tern_run_options_init(tern_run_options *o);
 /* Consumes one option at argv[*i] if it is a common one (-m, -c/--ctx, -t/--threads, -b/--batch,
- * --backend, --device, --force, --check-numerics, --temp, --top-k, --top-p, --min-p,
- * --repeat-penalty, --repeat-last-n, --seed). Returns 1 if consumed, 0 if not, -1 on a bad value. */
+ * --backend, -ngl, --device, --force, --check-numerics, --temp, --top-k, --top-p, --min-p,
+ * --repeat-penalty, --repeat-last-n, -s/--seed, and llama.cpp's spellings of them). Returns 1 if
+ * consumed (llama.cpp options that change nothing in tern are consumed too), 0 if not, -1 on a
+ * bad value or a llama.cpp option tern does not take (with the reason on stderr). */
 int tern_run_options_parse(tern_run_options *o, int argc, char **argv, int *i);
 extern const char tern_run_options_help[];
+
+/* The generation options of run and chat. */
+#define TERN_CLI_MAX_STOPS 16
+typedef struct tern_gen_options {
+    int64_t n_predict;
+    bool n_predict_given;
+    const char *stops[TERN_CLI_MAX_STOPS]; /* -r/--reverse-prompt */
+    size_t n_stops;
+    const char *system;        /* -sys/--system-prompt */
+    const char *chat_template; /* --chat-template NAME */
+    bool special;              /* --special */
+} tern_gen_options;
+/* As tern_run_options_parse, for -n, -r, -sys, --chat-template and --special. */
+int tern_gen_options_parse(tern_gen_options *g, int argc, char **argv, int *i);
+extern const char tern_gen_options_help[];
 /* Load the model and create the context, printing the start-up block on stderr. */
 int tern_run_setup(const char *cmd, const tern_run_options *o, tern_model **model, tern_context **ctx);
 

@@ -7,47 +7,46 @@
 #include <string.h>
 
 #include "tools/cli.h"
-#include "tools/generate.h"
 
 static const char run_head[] =
     "usage: tern run -m MODEL (-p PROMPT | -f FILE) [-n N] [options]\n\n"
     "Generates text after a prompt and prints it to stdout as it comes; the start-up summary and\n"
-    "timings go to stderr.\n\n"
+    "timings go to stderr. It stops at the end of the context (a chat goes on: tern chat).\n\n"
     "  -p, --prompt TEXT      the prompt (raw text: no chat format)\n"
-    "  -f, --file FILE        read the prompt from a file\n"
+    "  -f, --file FILE        read the prompt from a file (- = standard input)\n"
     "      --chat             wrap the prompt as a user turn in the model's chat format (after the\n"
-    "                         template's own system prompt, if it has one: tern info shows it)\n"
-    "      --system TEXT      with --chat: this system prompt instead (-s is the seed in run)\n"
-    "  -n, --n-predict N      tokens to generate (default 128; -1 = until the model stops)\n"
-    "      --json             print one JSON object: prompt and generated token ids, text, timings\n";
+    "                         template's own system prompt, if it has one: tern info shows it);\n"
+    "                         the format's stop strings apply then\n"
+    "      --json             print one JSON object: prompt and generated token ids, text, timings\n"
+    "(-n defaults to 128 in run.)\n";
 
-static void print_piece(void *user, const char *piece, size_t len, int32_t token) {
+static void print_text(void *user, const char *text, size_t len) {
     (void)user;
-    (void)token;
-    fwrite(piece, 1, len, stdout);
+    fwrite(text, 1, len, stdout);
     fflush(stdout);
 }
 
-static void collect_piece(void *user, const char *piece, size_t len, int32_t token) {
-    (void)token;
-    tern_cli_text_append(user, piece, len);
+static void collect_text(void *user, const char *text, size_t len) {
+    tern_cli_text_append(user, text, len);
 }
 
 int tern_cmd_run(int argc, char **argv) {
     tern_run_options o;
     tern_run_options_init(&o);
-    const char *prompt = NULL, *file = NULL, *system = NULL;
-    int64_t n_predict = 128;
+    const char *prompt = NULL, *file = NULL;
+    tern_gen_options g = {.n_predict = 128};
     bool json = false, chat = false;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
+        const char *a = argv[i];
         int r = tern_run_options_parse(&o, argc, argv, &i);
+        if (r == 0)
+            r = tern_gen_options_parse(&g, argc, argv, &i);
         if (r < 0)
             return TERN_EXIT_USAGE;
         if (r > 0)
             continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("%s%s", run_head, tern_run_options_help);
+            printf("%s%s%s", run_head, tern_gen_options_help, tern_run_options_help);
             return TERN_EXIT_OK;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
             if (!(prompt = tern_cli_value(argc, argv, &i)))
@@ -55,23 +54,20 @@ int tern_cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
             if (!(file = tern_cli_value(argc, argv, &i)))
                 return TERN_EXIT_USAGE;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, -1, 1 << 24, &n_predict))
-                return TERN_EXIT_USAGE;
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--chat")) {
             chat = true;
-        } else if (!strcmp(a, "--system")) {
-            if (!(system = tern_cli_value(argc, argv, &i)))
-                return TERN_EXIT_USAGE;
         } else {
-            fprintf(stderr, "tern run: unknown option '%s'\n%s%s", a, run_head, tern_run_options_help);
+            fprintf(stderr, "tern run: unknown option '%s' (tern run --help lists them)\n", a);
             return TERN_EXIT_USAGE;
         }
     }
-    if (system && !chat) {
-        fprintf(stderr, "tern run: --system goes with --chat (a raw prompt has no system turn)\n");
+    const char *system = g.system;
+    const int64_t n_predict = g.n_predict;
+    if ((system || g.chat_template) && !chat) {
+        fprintf(stderr, "tern run: %s goes with --chat (a raw prompt has no chat turns)\n",
+                system ? "-sys/--system-prompt" : "--chat-template");
         return TERN_EXIT_USAGE;
     }
     if (!prompt == !file) {
@@ -80,7 +76,8 @@ int tern_cmd_run(int argc, char **argv) {
     }
     char *file_text = NULL;
     size_t prompt_len = prompt ? strlen(prompt) : 0;
-    if (file && !(prompt = file_text = tern_cli_read_file(file, &prompt_len))) {
+    if (file && !(prompt = file_text = !strcmp(file, "-") ? tern_cli_read_stream(stdin, &prompt_len)
+                                                          : tern_cli_read_file(file, &prompt_len))) {
         fprintf(stderr, "tern run: cannot read '%s': %s%s\n", file, strerror(errno),
                 errno == EFBIG ? " (prompt files are limited to 1 GiB)" : "");
         return TERN_EXIT_FAIL;
@@ -94,6 +91,16 @@ int tern_cmd_run(int argc, char **argv) {
     if (rc != TERN_EXIT_OK)
         goto done;
     tern_error err = {0};
+    if (g.chat_template && tern_model_set_chat_format(model, g.chat_template, &err) != TERN_OK) {
+        fprintf(stderr, "tern run: %s\n", err.message);
+        rc = TERN_EXIT_USAGE;
+        goto done;
+    }
+    if (chat) {
+        tern_model_info mi;
+        tern_model_get_info(model, &mi);
+        fprintf(stderr, "chat     %s turns — %s\n", mi.chat_format, mi.chat_format_note);
+    }
     size_t n_ctx = (size_t)tern_context_size(ctx), n_tokens = 0;
     tokens = malloc(n_ctx * sizeof *tokens);
     size_t gen_cap = n_predict < 0 ? n_ctx : (size_t)n_predict;
@@ -121,9 +128,18 @@ int tern_cmd_run(int argc, char **argv) {
         rc = tern_cli_fail("run", &err);
         goto done;
     }
-    tern_gen_stats gs;
-    st = tern_generate(ctx, model, sampler, tokens, n_tokens, n_predict, NULL, json ? collect_piece : print_piece,
-                       json ? (void *)&text : NULL, generated, gen_cap, &gs, &err);
+    tern_generate_params gp = tern_generate_default_params();
+    gp.max_tokens = n_predict;
+    gp.stop = g.stops;
+    gp.n_stop = g.n_stops;
+    gp.chat_stops = chat;
+    gp.special = g.special;
+    gp.on_text = json ? collect_text : print_text;
+    gp.user = &text;
+    gp.tokens = generated;
+    gp.tokens_cap = gen_cap;
+    tern_generate_stats gs;
+    st = tern_generate(ctx, sampler, tokens, n_tokens, &gp, &gs, &err);
     if (st != TERN_OK) {
         rc = tern_cli_fail("run", &err);
         goto done;
@@ -149,7 +165,8 @@ int tern_cmd_run(int argc, char **argv) {
             (long long)gs.n_prompt, gs.prefill_ms, prefill_tps, (long long)gs.n_generated, gs.decode_ms, decode_tps,
             tern_stop_reason_name(gs.stop));
     if (gs.stop == TERN_STOP_CTX_FULL)
-        fprintf(stderr, "tern run: the context (%zu tokens) is full: raise --ctx for longer output\n", n_ctx);
+        fprintf(stderr, "tern run: stopped at the end of the context (%zu tokens): raise -c for longer output\n",
+                n_ctx);
 done:
     free(text.data);
     free(tokens);
