@@ -122,7 +122,7 @@ int tern_cmd_info(int argc, char **argv) {
            (long long)mi.n_head_kv, (long long)mi.head_dim);
     printf("context       %lld tokens (trained)\n", (long long)mi.n_ctx_train);
     printf("tokenizer     %s, %lld tokens\n", mi.tokenizer, (long long)mi.n_vocab);
-    printf("chat format   %s\n", mi.chat_format);
+    printf("chat format   %s (%s)\n", mi.chat_format, mi.chat_format_note);
     if (mi.default_system[0])
         printf("system prompt \"%s\" (the template's default; tern chat -s replaces it)\n", mi.default_system);
     printf("output head   %s\n", mi.tied_output ? "tied to the token embedding" : "output.weight");

@@ -165,7 +165,8 @@ int tern_cmd_run(int argc, char **argv) {
             (long long)gs.n_prompt, gs.prefill_ms, prefill_tps, (long long)gs.n_generated, gs.decode_ms, decode_tps,
             tern_stop_reason_name(gs.stop));
     if (gs.stop == TERN_STOP_CTX_FULL)
-        fprintf(stderr, "tern run: stopped at the end of the context (%zu tokens): raise -c for longer output\n",
+        fprintf(stderr, "tern run: the context (%zu tokens) is full: generation stops there (tern chat goes on); "
+                        "raise -c for longer output\n",
                 n_ctx);
 done:
     free(text.data);

@@ -11,7 +11,8 @@
 #define HISTORY_MAX 200
 
 bool tern_line_editor_usable(void) {
-    return isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    const char *term = getenv("TERM");
+    return isatty(STDIN_FILENO) && isatty(STDOUT_FILENO) && !(term && !strcmp(term, "dumb"));
 }
 
 /* The line being edited: bytes, and the cursor as a byte offset at a character boundary. */
@@ -21,6 +22,7 @@ typedef struct edit {
     const char *prompt;
     size_t history_at; /* index into the history being shown; n_history = the new line */
     char *draft;       /* the new line, kept while the history is browsed */
+    tern_line_editor *ed;
 } edit;
 
 static bool is_continuation(unsigned char c) {
@@ -159,24 +161,28 @@ static void browse(edit *e, const tern_line_editor *ed, int step) {
     set_text(e, e->history_at < ed->n_history ? ed->history[e->history_at] : e->draft ? e->draft : "");
 }
 
-static int read_byte(unsigned char *c) {
-    for (;;) {
-        ssize_t n = read(STDIN_FILENO, c, 1);
-        if (n == 1)
-            return 1;
+static int read_byte(edit *e, unsigned char *c) {
+    tern_line_editor *ed = e->ed;
+    while (ed->in_at == ed->in_len) {
+        ssize_t n = read(STDIN_FILENO, ed->in, sizeof ed->in);
         if (n < 0 && errno == EINTR)
             continue;
-        return n == 0 ? 0 : -1;
+        if (n <= 0)
+            return n == 0 ? 0 : -1;
+        ed->in_at = 0;
+        ed->in_len = (size_t)n;
     }
+    *c = ed->in[ed->in_at++];
+    return 1;
 }
 
 /* An escape sequence after ESC: the cursor and editing keys of common terminals. */
 static void escape(edit *e, const tern_line_editor *ed) {
     unsigned char a, b, c;
-    if (read_byte(&a) != 1 || read_byte(&b) != 1)
+    if (read_byte(e, &a) != 1 || read_byte(e, &b) != 1)
         return;
     if (a == '[' && b >= '0' && b <= '9') {
-        if (read_byte(&c) != 1 || c != '~')
+        if (read_byte(e, &c) != 1 || c != '~')
             return;
         if (b == '3')
             erase(e, e->cursor, next_char(e, e->cursor));
@@ -243,9 +249,9 @@ int tern_line_read(tern_line_editor *ed, const char *prompt, char **line, size_t
     raw.c_lflag &= ~(unsigned)(ICANON | ECHO | ISIG | IEXTEN);
     raw.c_cc[VMIN] = 1;
     raw.c_cc[VTIME] = 0;
-    if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) != 0)
+    if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) != 0) /* not FLUSH: keys typed ahead stay */
         return TERN_LINE_ERROR;
-    edit e = {.prompt = prompt, .history_at = ed->n_history};
+    edit e = {.prompt = prompt, .history_at = ed->n_history, .ed = ed};
     int r = reserve(&e, 64) ? 2 : TERN_LINE_ERROR;
     if (r == 2) {
         e.buf[0] = 0;
@@ -253,17 +259,17 @@ int tern_line_read(tern_line_editor *ed, const char *prompt, char **line, size_t
     }
     while (r == 2) {
         unsigned char c;
-        int got = read_byte(&c);
+        int got = read_byte(&e, &c);
         if (got != 1) {
             r = got == 0 ? (e.len ? TERN_LINE_OK : TERN_LINE_EOF) : TERN_LINE_ERROR;
             break;
         }
-        /* UTF-8 bytes of one character arrive together: insert them whole before a redraw */
+        /* one redraw per read: the bytes of a character, or a pasted text, go in whole first */
         r = key(&e, ed, c);
-        if (r == 2)
+        if (r == 2 && ed->in_at == ed->in_len)
             refresh(&e);
     }
-    tcsetattr(STDIN_FILENO, TCSAFLUSH, &orig);
+    tcsetattr(STDIN_FILENO, TCSANOW, &orig);
     write_all("\n", 1);
     free(e.draft);
     if (r != TERN_LINE_OK) {

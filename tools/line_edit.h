@@ -14,6 +14,8 @@
 typedef struct tern_line_editor {
     char **history; /* oldest first */
     size_t n_history, history_cap;
+    unsigned char in[256]; /* keys read but not yet handled: a paste of several lines arrives in */
+    size_t in_at, in_len;  /* large reads, and what follows a line's Enter belongs to the next */
 } tern_line_editor;
 
 enum { TERN_LINE_OK = 1, TERN_LINE_EOF = 0, TERN_LINE_INTERRUPT = -1, TERN_LINE_ERROR = -2 };
