@@ -8,6 +8,8 @@
 
 #include "tools/cli.h"
 #include "tools/generate.h"
+#include "tools/interrupt.h"
+#include "tools/output.h"
 
 static const char run_head[] =
     "usage: tern run -m MODEL (-p PROMPT | -f FILE) [-n N] [options]\n\n"
@@ -24,8 +26,8 @@ static const char run_head[] =
 static void print_piece(void *user, const char *piece, size_t len, int32_t token) {
     (void)user;
     (void)token;
-    fwrite(piece, 1, len, stdout);
-    fflush(stdout);
+    if (!tern_out_write(piece, len))
+        tern_cli_interrupted = 1; /* nobody reads the rest: stop; main reports the failed write */
 }
 
 static void collect_piece(void *user, const char *piece, size_t len, int32_t token) {
@@ -90,6 +92,8 @@ int tern_cmd_run(int argc, char **argv) {
     tern_sampler *sampler = NULL;
     int32_t *tokens = NULL, *generated = NULL;
     tern_cli_text text = {0};
+    tern_cli_catch_interrupt();
+    o.ctx.abort_flag = &tern_cli_interrupted;
     int rc = tern_run_setup("run", &o, &model, &ctx);
     if (rc != TERN_EXIT_OK)
         goto done;
@@ -122,7 +126,8 @@ int tern_cmd_run(int argc, char **argv) {
         goto done;
     }
     tern_gen_stats gs;
-    st = tern_generate(ctx, model, sampler, tokens, n_tokens, n_predict, NULL, json ? collect_piece : print_piece,
+    st = tern_generate(ctx, model, sampler, tokens, n_tokens, n_predict, &tern_cli_interrupted,
+                       json ? collect_piece : print_piece,
                        json ? (void *)&text : NULL, generated, gen_cap, &gs, &err);
     if (st != TERN_OK) {
         rc = tern_cli_fail("run", &err);
@@ -150,6 +155,8 @@ int tern_cmd_run(int argc, char **argv) {
             tern_stop_reason_name(gs.stop));
     if (gs.stop == TERN_STOP_CTX_FULL)
         fprintf(stderr, "tern run: the context (%zu tokens) is full: raise --ctx for longer output\n", n_ctx);
+    if (gs.stop == TERN_STOP_INTERRUPT && tern_out_ok())
+        rc = TERN_EXIT_INTERRUPTED; /* the output is complete as far as it went, but shorter than asked */
 done:
     free(text.data);
     free(tokens);

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# docs/reliability.md, "At the edges": where output goes, signals, degenerate inputs and what the
+# messages say, through the tern command. Each check names the fault it provokes:
+#   OUT of quantize/mkmodel that is a FIFO, a device, a directory, a symbolic link, the input by
+#   a hard link; stdout full (/dev/full) or closed for every command that writes; Ctrl-C during
+#   `tern run` (text and --json); SIGHUP, SIGQUIT, SIGTERM and a file size limit while a model is
+#   written; perplexity with -c 1 and 2; run -f of a directory and of a FIFO without a writer; an
+#   architecture name with a NUL byte; misleading messages (issue 18, item 8).
+set -u
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/../.."
+TERN=$BUILD/tern
+MODEL=tests/golden/tiny-q4km.gguf
+VOCAB=tests/golden/vocab/ggml-vocab-llama-spm.gguf
+
+if [ ! -x "$TERN" ]; then
+    echo "!!!!!!!! SKIPPED: $TERN is missing; edges.sh tested nothing !!!!!!!!"
+    exit 0
+fi
+. tests/support/checks.sh
+show() { sed 's/^/     /' "$@" | head -12; }
+
+# signal_after FILE REGEX SECONDS SIG CMD...: starts CMD (stdout in $tmp/out, stderr in $tmp/err),
+# waits until FILE matches REGEX (a glob for a path when REGEX is -), SECONDS more, sends SIG to
+# it (not to a wrapper, which might handle it), then waits: status in $rc. A watchdog kills it
+# after 120 s.
+signal_after() {
+    local file=$1 regex=$2 delay=$3 sig=$4
+    shift 4
+    "$@" >"$tmp/out" 2>"$tmp/err" </dev/null &
+    local pid=$!
+    (sleep 120 && kill -9 "$pid") 2>/dev/null &
+    local dog=$!
+    for _ in $(seq 400); do
+        if [ "$regex" = - ]; then compgen -G "$file" >/dev/null && break; else grep -q "$regex" "$file" && break; fi
+        sleep 0.05
+    done
+    sleep "$delay"
+    kill -s "$sig" "$pid"
+    wait "$pid"
+    rc=$?
+    kill "$dog" 2>/dev/null
+    wait "$dog" 2>/dev/null
+}
+# run TIMEOUT CMD...: stdout in $tmp/out, stderr in $tmp/err, status in $rc; stdin /dev/null.
+run() {
+    local t=$1
+    shift
+    timeout -k 5 "$t" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+}
+# refused DESC STATUS WORD: exit STATUS, the last stderr line holds WORD.
+refused() {
+    if [ "$rc" -eq "$2" ] && tail -1 "$tmp/err" | grep -qF -- "$3"; then
+        ok "$1"
+    else
+        fail "$1: exit $rc, wanted $2 and a last stderr line holding '$3':"
+        show "$tmp/err"
+    fi
+}
+# no_temp DIR: no *.tmp.* file was left in DIR.
+no_temp() {
+    if ls "$1"/*.tmp.* >/dev/null 2>&1; then fail "$2: left $(ls "$1"/*.tmp.*)"; else ok "$2: no temporary file left"; fi
+}
+
+# ---- 1: OUT that is not a regular file ----------------------------------------------------------
+out=$tmp/outs
+mkdir -p "$out"
+F32=$tmp/tiny-f32.gguf # a source quantize converts to any type
+"$TERN" mkmodel --shape tiny --type F32 --vocab "$VOCAB" "$F32" >/dev/null 2>&1 || fail "mkmodel of the F32 source"
+mkfifo "$out/fifo"
+run 30 "$TERN" quantize "$F32" "$out/fifo" Q8_0
+refused "quantize OUT = a FIFO: refused" 2 "is a FIFO"
+[ -p "$out/fifo" ] && ok "the FIFO is still there" || fail "the FIFO was replaced"
+mkdir "$out/dir"
+run 30 "$TERN" quantize "$F32" "$out/dir" Q8_0
+refused "quantize OUT = a directory: refused" 2 "is a directory"
+run 30 "$TERN" mkmodel --shape tiny "$out/dir"
+refused "mkmodel OUT = a directory: refused" 2 "is a directory"
+# A character device of its own (as root; the machine's /dev is never given as OUT: a tern with
+# the bug would replace it). Refused before any file exists, so nothing is written beside it.
+if mknod "$out/null" c 1 3 2>/dev/null; then
+    run 30 "$TERN" quantize "$F32" "$out/null" Q4_K_M
+    refused "quantize OUT = a character device: refused" 2 "is a character device"
+    [ -c "$out/null" ] && ok "the device node is still one" || fail "the device node was replaced"
+    run 30 "$TERN" mkmodel --shape tiny "$out/null"
+    refused "mkmodel OUT = a character device: refused" 2 "is a character device"
+    [ -c "$out/null" ] && ok "the device node is still one after mkmodel" || fail "mkmodel replaced the device node"
+else
+    echo "!!!! character-device OUT skipped: mknod needs root"
+fi
+printf 'mine' >"$out/target.txt"
+ln -s "$out/target.txt" "$out/link.gguf"
+run 30 "$TERN" quantize "$F32" "$out/link.gguf" Q8_0
+refused "quantize OUT = a symbolic link to another file: refused" 2 "symbolic link"
+[ -L "$out/link.gguf" ] && [ "$(cat "$out/target.txt")" = mine ] && ok "the link and its target are untouched" ||
+    fail "the link or its target changed"
+ln -s "$out/nowhere.gguf" "$out/dangling.gguf"
+run 30 "$TERN" mkmodel --shape tiny "$out/dangling.gguf"
+refused "mkmodel OUT = a dangling symbolic link: refused" 2 "symbolic link"
+cp "$MODEL" "$out/in.gguf"
+ln "$out/in.gguf" "$out/hard.gguf"
+run 30 "$TERN" quantize "$out/in.gguf" "$out/hard.gguf" Q8_0
+refused "quantize OUT = a hard link of IN: refused" 2 "is the input file"
+ln -s "$out/in.gguf" "$out/in-link.gguf"
+run 30 "$TERN" quantize "$out/in.gguf" "$out/in-link.gguf" Q8_0
+refused "quantize OUT = a symbolic link to IN: refused" 2 "is the input file"
+cmp -s "$MODEL" "$out/in.gguf" && ok "IN is unchanged" || fail "IN changed"
+printf 'old' >"$out/regular.gguf"
+run 60 "$TERN" quantize "$MODEL" "$out/regular.gguf" Q4_K_M
+[ "$rc" -eq 0 ] && "$TERN" info "$out/regular.gguf" >/dev/null 2>&1 && ok "an existing regular OUT is replaced" ||
+    { fail "replacing a regular OUT: exit $rc"; show "$tmp/err"; }
+no_temp "$out" "OUT checks"
+
+# ---- 5: signals while a model is written ----------------------------------------------------------
+# llama-1b takes tens of seconds: the signal arrives while its temporary file is being written.
+for sig in HUP QUIT TERM INT; do
+    d=$tmp/sig-$sig
+    mkdir -p "$d"
+    signal_after "$d/*.tmp.*" - 0.3 "$sig" "$TERN" mkmodel --shape llama-1b --layers 4 -t 1 "$d/m.gguf"
+    refused "SIG$sig during mkmodel: exit 1, 'interrupted'" 1 "interrupted"
+    no_temp "$d" "SIG$sig during mkmodel"
+    [ -e "$d/m.gguf" ] && fail "SIG$sig: an OUT was left" || ok "SIG$sig: no OUT"
+done
+d=$tmp/xfsz
+mkdir -p "$d"
+(ulimit -f 512 && exec "$TERN" quantize "$F32" "$d/q.gguf" F16) >"$tmp/out" 2>"$tmp/err" </dev/null
+rc=$?
+refused "a file size limit (ulimit -f) during quantize: exit 1 naming it" 1 "File too large"
+no_temp "$d" "SIGXFSZ during quantize"
+
+# ---- 2: stdout full or closed, for every command that writes --------------------------------------
+printf 'The quick brown fox jumps over the lazy dog. %.0s' $(seq 80) >"$tmp/text.txt"
+stdout_cases=(
+    "run -m $MODEL -p hi -n 8 -t 1 --temp 0"
+    "run -m $MODEL -p hi -n 8 -t 1 --temp 0 --json"
+    "info $MODEL"
+    "info --cpu"
+    "perplexity -m $MODEL -f $tmp/text.txt -c 64 -t 1"
+    "bench -m $MODEL -p 8 -n 4 -r 1 -t 1 --backend cpu -o json"
+    "bench -m $MODEL -p 8 -n 4 -r 1 -t 1 --backend cpu -o csv"
+    "bench -m $MODEL -p 8 -n 4 -r 1 -t 1 --backend cpu"
+    "doctor --no-measure"
+    "kbench --kernel rmsnorm --quick -t 1"
+    "mkmodel --list"
+    "quantize $F32 $tmp/stdout-q.gguf Q8_0"
+    "chat -m $MODEL -n 4 -t 1"
+    "run --help"
+    "--version"
+)
+for c in "${stdout_cases[@]}"; do
+    # shellcheck disable=SC2086
+    timeout -k 5 120 "$TERN" $c >/dev/full 2>"$tmp/err" <<<"hello"
+    rc=$?
+    refused "tern $c >/dev/full: exit 1" 1 "cannot write to stdout: No space left on device"
+    rm -f "$tmp/stdout-q.gguf"
+    # shellcheck disable=SC2086
+    timeout -k 5 120 "$TERN" $c >&- 2>"$tmp/err" <<<"hello"
+    rc=$?
+    refused "tern $c with stdout closed: exit 1" 1 "cannot write to stdout: it is closed"
+    if [ -e "$tmp/stdout-q.gguf" ] && ! "$TERN" info "$tmp/stdout-q.gguf" >/dev/null 2>&1; then
+        fail "stdout closed: quantize's file is damaged (printf wrote into it)"
+    fi
+    rm -f "$tmp/stdout-q.gguf"
+done
+# a streaming run stops generating once stdout is gone (does not go on to -n 4000)
+timeout -k 5 120 "$TERN" run -m "$MODEL" -p hi -n 4000 -c 4096 -t 1 --temp 0 >/dev/full 2>"$tmp/err" </dev/null
+rc=$?
+refused "run streaming to /dev/full: exit 1" 1 "cannot write to stdout"
+grep -qE " [0-9] generated in" "$tmp/err" && ok "... stopped after the first failed piece" ||
+    { fail "run went on generating into a full stdout"; show "$tmp/err"; }
+
+# ---- 5: Ctrl-C during tern run: it stops and still prints timings and JSON -------------------------
+for mode in text json; do
+    flag=
+    [ $mode = json ] && flag=--json
+    signal_after "$tmp/err" "^context" 0.5 INT "$TERN" run -m "$MODEL" -p "Once upon a time" -n 1000000 -c 4096 -t 1 \
+        --temp 0.8 --repeat-penalty 1.5 $flag
+    refused "Ctrl-C during run ($mode): exit 130 and the timings" 130 "stop: interrupted"
+    if [ $mode = json ]; then
+        json "Ctrl-C during run --json: one whole JSON object, stop interrupted" '.stop == "interrupted" and (.tokens | length) > 0'
+    else
+        [ -s "$tmp/out" ] && ok "Ctrl-C during run: the text so far was printed" || fail "Ctrl-C during run: no text"
+    fi
+done
+
+# ---- 6: degenerate inputs ---------------------------------------------------------------------------
+for c in 1 2; do
+    run 30 "$TERN" perplexity -m "$MODEL" -f "$tmp/text.txt" -c "$c"
+    refused "perplexity -c $c: refused (nothing to score)" 2 "at least 3"
+done
+run 30 "$TERN" run -m "$MODEL" -f "$tmp" -n 4
+refused "run -f DIRECTORY: refused" 1 "Is a directory"
+mkfifo "$tmp/prompt-fifo"
+run 10 "$TERN" run -m "$MODEL" -f "$tmp/prompt-fifo" -n 4
+refused "run -f FIFO with no writer: no hang, refused" 1 "no writer"
+printf 'Once upon a time' >"$tmp/prompt-fifo" &
+sleep 0.3
+run 30 "$TERN" run -m "$MODEL" -f "$tmp/prompt-fifo" -n 4 -t 1
+wait
+[ "$rc" -eq 0 ] && ok "run -f FIFO with a writer: read like a file" || { fail "run -f FIFO with a writer: exit $rc"; show "$tmp/err"; }
+run 30 "$TERN" run -m "$MODEL" -f <(printf 'Once upon a time') -n 4 -t 1
+[ "$rc" -eq 0 ] && ok "run -f <(...) (a pipe): works" || { fail "run -f <(...): exit $rc"; show "$tmp/err"; }
+# doctor over a sysfs tree with a FIFO where a file is read
+root=$tmp/sysroot
+mkdir -p "$root/proc" "$root/sys/devices/system/cpu/cpu0/cpufreq"
+mkfifo "$root/proc/cpuinfo" "$root/proc/meminfo" "$root/sys/devices/system/cpu/online" \
+    "$root/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"
+TERN_SYSROOT=$root run 30 "$TERN" doctor --no-measure
+[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] && ok "doctor with FIFOs in its sysfs tree: no hang (exit $rc)" ||
+    fail "doctor hung on a FIFO in the sysfs tree"
+
+# ---- 8: messages that say what happened ---------------------------------------------------------------
+run 30 "$TERN" info "$MODEL" "$MODEL"
+refused "tern info A B: refused, not describe only B" 2 "one model"
+run 30 "$TERN" run -m "$MODEL" -p hi -f "$tmp/text.txt"
+refused "run -p and -f together: says both were given" 2 "not both"
+run 30 "$TERN" kbench --isa sse9 --quick
+refused "kbench --isa sse9: refused by name" 2 "sse9"
+
+finish edges.sh
