@@ -1,7 +1,6 @@
 /*
  * tern run -m MODEL -p PROMPT [-n N] [--seed S] [--json] : one-shot generation for scripts.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,16 +76,14 @@ int tern_cmd_run(int argc, char **argv) {
         return TERN_EXIT_USAGE;
     }
     if (!prompt == !file) {
-        fprintf(stderr, "tern run: give the prompt with -p TEXT or -f FILE\n");
+        fprintf(stderr, prompt ? "tern run: give the prompt with -p TEXT or -f FILE, not both\n"
+                               : "tern run: give the prompt with -p TEXT or -f FILE\n");
         return TERN_EXIT_USAGE;
     }
     char *file_text = NULL;
     size_t prompt_len = prompt ? strlen(prompt) : 0;
-    if (file && !(prompt = file_text = tern_cli_read_file(file, &prompt_len))) {
-        fprintf(stderr, "tern run: cannot read '%s': %s%s\n", file, strerror(errno),
-                errno == EFBIG ? " (prompt files are limited to 1 GiB)" : "");
-        return TERN_EXIT_FAIL;
-    }
+    if (file && !(prompt = file_text = tern_cli_read_file(file, &prompt_len)))
+        return tern_cli_read_failed("run", file);
     tern_model *model = NULL;
     tern_context *ctx = NULL;
     tern_sampler *sampler = NULL;

@@ -8,7 +8,10 @@
 
 #include "tools/cli.h"
 
-/* The first errno of a failed stdout write, and whether stdout was closed when tern started. */
+/* Whether a write to stdout failed, the first errno seen with it (0: stdio knew no reason, as when
+ * a command's own fflush failed unchecked and a later flush found nothing left to write), and
+ * whether stdout was closed when tern started. */
+static bool failed;
 static int first_errno;
 static bool stdout_was_closed;
 
@@ -27,8 +30,9 @@ void tern_out_guard_fds(void) {
 }
 
 static void note_failure(void) {
-    if (!first_errno)
-        first_errno = errno ? errno : EIO;
+    if (!failed)
+        first_errno = errno;
+    failed = true;
 }
 
 bool tern_out_write(const char *s, size_t len) {
@@ -43,7 +47,7 @@ bool tern_out_write(const char *s, size_t len) {
 }
 
 bool tern_out_ok(void) {
-    return !first_errno && !ferror(stdout);
+    return !failed && !ferror(stdout);
 }
 
 int tern_out_finish(const char *cmd, int status) {
@@ -53,9 +57,9 @@ int tern_out_finish(const char *cmd, int status) {
     errno = 0;
     if (fclose(stdout) != 0)
         note_failure();
-    if (!first_errno || status != TERN_EXIT_OK)
+    if (!failed || status != TERN_EXIT_OK)
         return status;
     fprintf(stderr, "tern%s%s: cannot write to stdout: %s\n", cmd ? " " : "", cmd ? cmd : "",
-            stdout_was_closed ? "it is closed" : strerror(first_errno));
+            stdout_was_closed ? "it is closed" : first_errno ? strerror(first_errno) : "a write failed");
     return TERN_EXIT_FAIL;
 }
