@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,24 @@ static void check_loaded_case(const test_bad_model *c, tern_model *m) {
             tern_context_free(ctx);
             ctx = NULL;
         }
+    } else if (c->number == 29) { /* NaN/inf in a quantized block's scale: --check-numerics names the tensor */
+        const int32_t prompt[] = {1, 450, 4996, 17354};
+        assert_int_equal(make_context(m, 64, true, &ctx, &e), TERN_OK);
+        expect_error(tern_eval(ctx, prompt, 4, &e), &e, TERN_ERR_NUMERICS, c->word);
+        assert_null(strstr(e.message, "run with --check-numerics")); /* it is on */
+        tern_context_free(ctx);
+        ctx = NULL;
+        /* Unchecked, the pass may end in finite (meaningless) logits, but never in non-finite ones. */
+        assert_int_equal(make_context(m, 64, false, &ctx, &e), TERN_OK);
+        if (tern_eval(ctx, prompt, 4, &e) == TERN_OK) {
+            const float *logits = tern_get_logits(ctx);
+            for (int64_t i = 0; i < tern_model_n_vocab(m); i++)
+                assert_true(isfinite(logits[i]));
+        } else {
+            assert_int_equal(e.status, TERN_ERR_NUMERICS);
+        }
+        tern_context_free(ctx);
+        ctx = NULL;
     } else {
         fail_msg("%s: no check for case %d", c->name, c->number);
     }

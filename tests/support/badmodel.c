@@ -25,6 +25,7 @@ typedef enum anchor {
 
 typedef enum op {
     OP_NONE = 0,
+    OP_U16,  /* write value as u16 (an fp16 block scale) */
     OP_U32,  /* write value as u32 */
     OP_U64,  /* write value as u64 */
     OP_ADD64, /* add value to the u64 there */
@@ -139,6 +140,7 @@ static int apply_patches(const test_bytes *good, const patch *ps, size_t n, test
     for (size_t i = 0; i < n; i++) {
         uint8_t *at = out->data + offs[i];
         switch (ps[i].op) {
+        case OP_U16: put_le(at, ps[i].value, 2); break;
         case OP_U32: put_le(at, ps[i].value, 4); break;
         case OP_U64: put_le(at, ps[i].value, 8); break;
         case OP_ADD64: put_le(at, get_le64(at) + ps[i].value, 8); break;
@@ -442,6 +444,10 @@ static const case_impl impls[] = {
     {"27-nan-norm", {{AT_TENSOR_DATA, "blk.1.attn_norm.weight", 40, OP_U32, NAN_F32, NULL}}, NULL, false},
     /* fp16 NaN as the scale d of the first Q4_K block (dmin 0) */
     {"27-nan-weight", {{AT_TENSOR_DATA, "blk.1.ffn_down.weight", 0, OP_U32, 0x7e00u, NULL}}, NULL, false},
+    /* Q4_K: the block's fp16 d comes first; Q6_K: it is the last 2 of its 210 bytes. */
+    {"29-nan-q4k-scale", {{AT_TENSOR_DATA, "blk.0.ffn_gate.weight", 0, OP_U16, 0x7e00u, NULL}}, NULL, false},
+    {"29-inf-q6k-scale", {{AT_TENSOR_DATA, "blk.2.attn_v.weight", 208, OP_U16, 0x7c00u, NULL}}, NULL, false},
+    {"29-nan-output-scale", {{AT_TENSOR_DATA, "output.weight", 208, OP_U16, 0x7e00u, NULL}}, NULL, false},
 };
 
 #define R(st, w) TEST_BAD_REJECT, (st), (w)
@@ -505,6 +511,12 @@ const test_bad_model test_bad_models[] = {
     {25, "25-huge-model", TEST_BAD_LOADS, TERN_OK, "not enough memory", "1 TiB of F32 weights (a sparse file)"},
     {27, "27-nan-norm", R(F, "blk.1.attn_norm.weight"), "a NaN in blk.1.attn_norm.weight"},
     {27, "27-nan-weight", TEST_BAD_LOADS, TERN_OK, "layer 1", "a NaN scale in a block of blk.1.ffn_down.weight"},
+    {29, "29-nan-q4k-scale", TEST_BAD_LOADS, TERN_OK, "the output of blk.0.ffn_gate.weight of layer 0",
+     "a NaN scale in a Q4_K block of blk.0.ffn_gate.weight"},
+    {29, "29-inf-q6k-scale", TEST_BAD_LOADS, TERN_OK, "the output of blk.2.attn_v.weight of layer 2",
+     "an inf scale in a Q6_K block of blk.2.attn_v.weight"},
+    {29, "29-nan-output-scale", TEST_BAD_LOADS, TERN_OK, "in the output of output.weight",
+     "a NaN scale in a Q6_K block of output.weight"},
 };
 #undef R
 #undef F
