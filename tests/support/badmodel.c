@@ -1,5 +1,6 @@
 #include "tests/support/badmodel.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,6 +354,29 @@ done:
     return rc;
 }
 
+/* Hyper-parameters that would give inf or garbage (case 30). */
+static int tw_arch_nul(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_str(w, "general.architecture", "llama\0xx", 8, NULL) ? -1 : 0;
+}
+static int tw_rope_factor_denormal(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_f32(w, "llama.rope.scaling.factor", 1e-40f, NULL) ? -1 : 0;
+}
+static int tw_rope_factor_negative(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_f32(w, "llama.rope.scaling.factor", -4.0f, NULL) ? -1 : 0;
+}
+static int tw_rope_factor_inf(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_f32(w, "llama.rope.scaling.factor", INFINITY, NULL) ? -1 : 0;
+}
+static int tw_rope_type_unknown(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_f32(w, "llama.rope.scaling.factor", 4.0f, NULL) ||
+                   tern_gguf_writer_set_str(w, "llama.rope.scaling.type", "longrope", 8, NULL)
+               ? -1
+               : 0;
+}
+static int tw_rope_type_number(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_u32(w, "llama.rope.scaling.type", 1, NULL) ? -1 : 0;
+}
+
 /* ---- the table ---- */
 
 typedef struct case_impl {
@@ -440,6 +464,13 @@ static const case_impl impls[] = {
     {"20-byte-token-zz", {{0}}, tw_byte_zz, false},
     {"20-bpe-no-merges", {{0}}, tw_bpe_no_merges, false},
     {"21-template-code", {{0}}, tw_template_code, false},
+    {"30-arch-nul", {{0}}, tw_arch_nul, false},
+    {"30-rope-factor-denormal", {{0}}, tw_rope_factor_denormal, false},
+    {"30-rope-factor-negative", {{0}}, tw_rope_factor_negative, false},
+    {"30-rope-factor-inf", {{0}}, tw_rope_factor_inf, false},
+    {"30-rope-type-unknown", {{0}}, tw_rope_type_unknown, false},
+    {"30-rope-type-number", {{0}}, tw_rope_type_number, false},
+    {"30-huge-norm", {{AT_TENSOR_DATA, "blk.1.ffn_norm.weight", 8, OP_U32, 0x7f000000u, NULL}}, NULL, false},
     {"25-huge-model", {{0}}, NULL, true},
     {"27-nan-norm", {{AT_TENSOR_DATA, "blk.1.attn_norm.weight", 40, OP_U32, NAN_F32, NULL}}, NULL, false},
     /* fp16 NaN as the scale d of the first Q4_K block (dmin 0) */
@@ -508,6 +539,13 @@ const test_bad_model test_bad_models[] = {
     {20, "20-byte-token-zz", R(F, "<0xZZ>"), "byte token <0xZZ>"},
     {20, "20-bpe-no-merges", R(F, "merges"), "gpt2 vocabulary without merges"},
     {21, "21-template-code", TEST_BAD_LOADS, TERN_OK, "plain", "a Jinja template that runs a shell command"},
+    {30, "30-arch-nul", R(F, "holds a NUL byte"), "general.architecture 'llama\\0xx'"},
+    {30, "30-rope-factor-denormal", R(F, "rope scaling factor"), "rope.scaling.factor 1e-40 (1/factor is inf)"},
+    {30, "30-rope-factor-negative", R(F, "rope scaling factor -4"), "rope.scaling.factor -4"},
+    {30, "30-rope-factor-inf", R(F, "not a finite number"), "rope.scaling.factor inf"},
+    {30, "30-rope-type-unknown", R(TERN_ERR_UNSUPPORTED, "'longrope' is not supported"), "rope.scaling.type longrope"},
+    {30, "30-rope-type-number", R(F, "rope.scaling.type' is not a string"), "rope.scaling.type stored as u32"},
+    {30, "30-huge-norm", R(F, "blk.1.ffn_norm.weight' holds 1.7"), "1.7e38 in a norm weight"},
     {25, "25-huge-model", TEST_BAD_LOADS, TERN_OK, "not enough memory", "1 TiB of F32 weights (a sparse file)"},
     {27, "27-nan-norm", R(F, "blk.1.attn_norm.weight"), "a NaN in blk.1.attn_norm.weight"},
     {27, "27-nan-weight", TEST_BAD_LOADS, TERN_OK, "layer 1", "a NaN scale in a block of blk.1.ffn_down.weight"},
