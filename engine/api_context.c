@@ -173,7 +173,7 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
         return tern_error_set(err, TERN_ERR_INVALID_ARG,
                               "context %lld is above the model's trained length %lld (use --ctx %lld, or --force)",
                               (long long)p.n_ctx, (long long)hp->n_ctx_train, (long long)hp->n_ctx_train);
-    if (p.n_ctx > (1 << 24))
+    if (p.n_ctx > TERN_MAX_CONTEXT)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "context %lld is beyond any sane size", (long long)p.n_ctx);
     if (p.n_batch == 0)
         p.n_batch = 512;
