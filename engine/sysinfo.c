@@ -634,7 +634,8 @@ tern_status tern_sysinfo_gpu(const char *sysroot, tern_gpu_info *out, tern_error
                                             "vendor/lib64/egl/libGLES_mali.so", "vendor/lib64/libOpenCL_adreno.so"};
     for (size_t i = 0; i < sizeof libraries / sizeof libraries[0]; i++)
         add_if_present(root, libraries[i], out->drivers, &out->n_drivers);
-    static const char *const nodes[] = {"dev/kgsl-3d0", "dev/mali0", "dev/dri/renderD128", "dev/dri/renderD129"};
+    static const char *const nodes[] = {"dev/kgsl-3d0", "dev/mali0", "dev/dri/renderD128", "dev/dri/renderD129",
+                                        "dev/nvidia0"};
     for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
         add_if_present(root, nodes[i], out->devices, &out->n_devices);
     return TERN_OK;

@@ -210,6 +210,43 @@ TERN_SYSROOT=$root run 30 "$TERN" doctor --no-measure
 [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] && ok "doctor with FIFOs in its sysfs tree: no hang (exit $rc)" ||
     fail "doctor hung on a FIFO in the sysfs tree"
 
+# ---- 7: the auto backend's probe leaves no OpenCL driver loaded when it ends on the CPU -----------------
+# Only where an ICD is installed and the probe falls back (PoCL only, no GPU): then a default run
+# must look like --backend cpu from the inside (no libpocl mapped, no LLVM's address space).
+if "$TERN" info --devices 2>&1 | grep -q "auto picks: cpu" && ! "$TERN" info --devices 2>&1 | grep -q "no OpenCL platform"; then
+    vm_of() { # the VmSize in KiB and the pocl mappings of a run with these extra arguments
+        "$TERN" run -m "$MODEL" -p "Once upon a time" -n 1000000 -c 4096 -t 1 "$@" >/dev/null 2>"$tmp/vm-err" </dev/null &
+        local pid=$!
+        for _ in $(seq 200); do grep -q "^context" "$tmp/vm-err" && break; sleep 0.05; done
+        sleep 0.3
+        vm=$(awk '/^VmSize/ {print $2}' "/proc/$pid/status")
+        pocl=$(grep -c -i pocl "/proc/$pid/maps")
+        kill -INT "$pid"
+        wait "$pid"
+    }
+    vm_of --backend cpu
+    cpu_vm=$vm
+    vm_of
+    [ "$pocl" -eq 0 ] && ok "auto fell back to the CPU: no PoCL mapped" || fail "auto fell back, yet $pocl PoCL mappings stay"
+    [ "$vm" -lt $((cpu_vm + 65536)) ] && ok "auto's address space is the CPU run's ($vm KiB vs $cpu_vm KiB)" ||
+        fail "auto's address space is $vm KiB, the CPU run's $cpu_vm KiB"
+    # Under ulimit -v, the default run works wherever --backend cpu does (the probe's driver no
+    # longer eats the room), and no limit makes it blame a missing driver that is installed.
+    for mb in $(seq 256 24 640); do
+        (ulimit -v $((mb * 1024)) && exec "$TERN" run -m "$MODEL" -p hi -n 2 -t 1 --backend cpu) >/dev/null 2>&1 </dev/null
+        cpu_rc=$?
+        (ulimit -v $((mb * 1024)) && exec "$TERN" run -m "$MODEL" -p hi -n 2 -t 1) >/dev/null 2>"$tmp/err" </dev/null
+        rc=$?
+        if [ $cpu_rc -eq 0 ] && [ $rc -ne 0 ]; then
+            fail "ulimit -v ${mb} MiB: --backend cpu runs, the default exits $rc: $(tail -1 "$tmp/err")"
+        fi
+        grep -q "the ICD loader found no driver)" "$tmp/err" && fail "ulimit -v ${mb} MiB: 'found no driver', yet one is installed"
+    done
+    ok "ulimit -v 256..640 MiB: the default run works wherever --backend cpu does"
+else
+    echo "!!!! 7 skipped: no OpenCL driver here, or the auto probe picks OpenCL"
+fi
+
 # ---- 8: messages that say what happened ---------------------------------------------------------------
 run 30 "$TERN" info "$MODEL" "$MODEL"
 refused "tern info A B: refused, not describe only B" 2 "one model"
