@@ -593,6 +593,12 @@ static const char *unqualified(const tern_cl_device_info *d, bool gpu_only) {
     return !d->available ? "unusable" : gpu_only && !d->is_gpu ? "not a GPU" : NULL;
 }
 
+/* Adds "NAME: why" to the list of devices passed over (used bytes of cap so far). */
+static void note_skipped(char *list, size_t cap, size_t *used, const char *name, const char *why) {
+    if (*used < cap)
+        *used += (size_t)snprintf(list + *used, cap - *used, "%s%s: %s", *used ? "; " : "", name, why);
+}
+
 /* In the child of tern_backend_opencl_probe_gpu: TERN_OK when a usable GPU is listed, else the
  * reason, as tern_backend_opencl_create would give it. */
 static tern_status find_gpu(tern_error *err) {
@@ -607,9 +613,7 @@ static tern_status find_gpu(tern_error *err) {
         const char *why = unqualified(&list[i], true);
         if (!why)
             return TERN_OK;
-        if (used < sizeof skipped)
-            used += (size_t)snprintf(skipped + used, sizeof skipped - used, "%s%s: %s", used ? "; " : "", list[i].name,
-                                     why);
+        note_skipped(skipped, sizeof skipped, &used, list[i].name, why);
     }
     return tern_error_set(err, TERN_ERR_BACKEND, "no OpenCL GPU (%s)", skipped);
 }
@@ -673,9 +677,7 @@ tern_status tern_backend_opencl_create(int device, bool gpu_only, tern_backend *
                 continue;
             const char *why = unqualified(&list[i], gpu_only);
             if (why) {
-                if (used < sizeof skipped)
-                    used += (size_t)snprintf(skipped + used, sizeof skipped - used, "%s%s: %s", used ? "; " : "",
-                                             list[i].name, why);
+                note_skipped(skipped, sizeof skipped, &used, list[i].name, why);
                 continue;
             }
             tern_error e = {0};

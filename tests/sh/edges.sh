@@ -43,13 +43,6 @@ signal_after() {
     kill "$dog" 2>/dev/null
     wait "$dog" 2>/dev/null
 }
-# run TIMEOUT CMD...: stdout in $tmp/out, stderr in $tmp/err, status in $rc; stdin /dev/null.
-run() {
-    local t=$1
-    shift
-    timeout -k 5 "$t" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-    rc=$?
-}
 # refused DESC STATUS WORD: exit STATUS, the last stderr line holds WORD.
 refused() {
     if [ "$rc" -eq "$2" ] && tail -1 "$tmp/err" | grep -qF -- "$3"; then

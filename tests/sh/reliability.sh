@@ -21,13 +21,6 @@ fi
 . tests/support/checks.sh
 show() { sed 's/^/     /' "$@" | head -20; }
 
-# run TIMEOUT CMD...: runs CMD with a time limit; stdout in $tmp/out, stderr in $tmp/err, status in $rc.
-run() {
-    local t=$1
-    shift
-    timeout -k 5 "$t" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-    rc=$?
-}
 # sane DESC: the last command neither hung nor died of a signal.
 sane() {
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
