@@ -19,8 +19,9 @@ void tern_out_guard_fds(void) {
     for (int fd = 0; fd <= 2; fd++) {
         if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
             continue;
+        /* open() takes the lowest free descriptor, which is fd, as the lower ones are open by now */
         const int got = open("/dev/null", O_RDONLY);
-        if (got >= 0 && got != fd) { /* a lower one was free: it was opened by an earlier turn */
+        if (got >= 0 && got != fd) {
             dup2(got, fd);
             close(got);
         }

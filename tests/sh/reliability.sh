@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# reliability.md cases 1-28 through the tern command. Every bad model of tests/support/badmodel.c
+# docs/reliability.md cases 1-30 through the tern command. Every bad model of tests/support/badmodel.c
 # (written by tests/gen_bad_models.c) goes through `tern info`, `tern run` and `tern chat`, and
 # the container cases through `tern quantize`: exit status 1 (never a signal, never a hang),
 # exactly one line on stderr naming the problem, nothing on stdout, no output file left. Then the
