@@ -342,7 +342,7 @@ int tern_cli_read_failed(const char *cmd, const char *path) {
     const int e = errno;
     fprintf(stderr, "tern %s: cannot read '%s': %s\n", cmd, path,
             e == EFBIG     ? "File too large (text files are limited to 1 GiB)"
-            : e == ENODATA ? "a FIFO with no writer (start the writer first)"
+            : e == ENODATA ? "nothing came through the FIFO: it had no writer (start the writer first)"
                            : strerror(e));
     return TERN_EXIT_FAIL;
 }
