@@ -94,6 +94,23 @@ static void stop_backend(tern_context *c) {
     c->backend = NULL;
 }
 
+/* A GPU device node (tern_sysinfo_gpu) says a GPU driver is likely to be used, so auto loads
+ * OpenCL here at once. Without one, auto asks in a child process first (tern_backend_opencl_probe_gpu):
+ * on a machine whose only driver is a CPU one (PoCL), nothing is loaded into this process. */
+static bool gpu_signs(void) {
+    tern_gpu_info g;
+    return tern_sysinfo_gpu(NULL, &g, NULL) == TERN_OK && g.n_devices > 0;
+}
+
+/* "NAME" of an OpenCL backend's description "opencl (NAME), ... decode products": up to the last
+ * "), ", as a name may hold parentheses itself ("Intel(R) UHD Graphics"). */
+static int device_name_len(const char *name) {
+    const char *end = NULL;
+    for (const char *p = name; (p = strstr(p, "), ")); p++)
+        end = p;
+    return end ? (int)(end - name) : (int)strcspn(name, ")");
+}
+
 static tern_status choose_backend(tern_context *c, int n_threads, const int *cpus, tern_error *err) {
     const tern_context_params *p = &c->params;
     char *reason = c->info.backend_reason;
@@ -105,13 +122,16 @@ static tern_status choose_backend(tern_context *c, int n_threads, const int *cpu
         const bool forced = p->backend == TERN_BACKEND_OPENCL;
         const char *any = getenv("TERN_OPENCL_ANY_DEVICE");
         tern_error e = {0};
-        st = tern_backend_opencl_create(p->device, !forced && !(any && !strcmp(any, "1")), &c->backend, &e);
+        const bool gpu_only = !forced && !(any && !strcmp(any, "1"));
+        st = gpu_only && p->device < 0 && !gpu_signs() ? tern_backend_opencl_probe_gpu(&e) : TERN_OK;
+        if (st == TERN_OK)
+            st = tern_backend_opencl_create(p->device, gpu_only, &c->backend, &e);
         if (st == TERN_OK)
             st = tern_forward_create(c->model, c->backend, p->n_ctx, p->n_batch, p->logits_all, &c->fwd, &e);
         if (st == TERN_OK) {
             const char *name = strchr(c->backend->description, '(');
             snprintf(reason, cap, "%s: %.*s passed the self-test", forced ? "requested" : "auto",
-                     name ? (int)strcspn(name + 1, ")") : 6, name ? name + 1 : "OpenCL");
+                     name ? device_name_len(name + 1) : 6, name ? name + 1 : "OpenCL");
             if (!forced && !(c->history = malloc((size_t)p->n_ctx * sizeof(int32_t)))) {
                 stop_backend(c);
                 return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
@@ -173,7 +193,7 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
         return tern_error_set(err, TERN_ERR_INVALID_ARG,
                               "context %lld is above the model's trained length %lld (use --ctx %lld, or --force)",
                               (long long)p.n_ctx, (long long)hp->n_ctx_train, (long long)hp->n_ctx_train);
-    if (p.n_ctx > (1 << 24))
+    if (p.n_ctx > TERN_MAX_CONTEXT)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "context %lld is beyond any sane size", (long long)p.n_ctx);
     if (p.n_batch == 0)
         p.n_batch = 512;

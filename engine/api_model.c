@@ -233,6 +233,8 @@ void tern_model_free(tern_model *m) {
 }
 
 void tern_model_get_mapping(const tern_model *m, tern_mapping_info *info) {
+    if (!info)
+        return;
     memset(info, 0, sizeof *info);
     if (!m || !m->gguf || tern_gguf_tensor_count(m->gguf) == 0)
         return;
@@ -290,13 +292,16 @@ void tern_model_plan_memory(const tern_model *m, int64_t n_ctx, int64_t n_batch,
     plan->n_ctx = n_ctx;
     plan->n_batch = n_batch;
     plan->weights = m->weight_bytes;
-    plan->kv_cache = tern_kv_cache_bytes(&m->hp, n_ctx);
-    plan->scratch = tern_forward_scratch_bytes(&m->hp, n_batch, false);
-    plan->total = plan->weights + plan->kv_cache + plan->scratch;
+    /* Byte counts are exact up to the largest context a context may have; beyond it they would
+     * wrap, so they saturate and the plan never fits (a context that large is refused anyway). */
+    const bool beyond = n_ctx > TERN_MAX_CONTEXT;
+    plan->kv_cache = beyond ? UINT64_MAX : tern_kv_cache_bytes(&m->hp, n_ctx);
+    plan->scratch = beyond ? UINT64_MAX : tern_forward_scratch_bytes(&m->hp, n_batch, false);
+    plan->total = beyond ? UINT64_MAX : plan->weights + plan->kv_cache + plan->scratch;
     tern_meminfo mi;
     if (tern_sysinfo_memory(NULL, &mi, NULL) == TERN_OK && mi.available_bytes > 0)
         plan->available = (uint64_t)mi.available_bytes;
-    plan->fits = plan->available == 0 || plan->total <= plan->available;
+    plan->fits = !beyond && (plan->available == 0 || plan->total <= plan->available);
     /* Largest context that fits: KV grows linearly with n_ctx. */
     uint64_t per_pos = tern_kv_cache_bytes(&m->hp, 1);
     if (plan->available == 0)

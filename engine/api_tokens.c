@@ -37,12 +37,15 @@ bool tern_token_is_eog(const tern_model *m, int32_t token) {
 }
 
 void tern_detokenizer_init(tern_detokenizer *d, const tern_model *m) {
+    if (!d)
+        return;
     memset(d, 0, sizeof *d);
-    tern_detok_init((tern_detok *)d->opaque, m->tokenizer, 0);
+    /* without a model the detokenizer stays empty: push refuses, flush gives nothing */
+    tern_detok_init((tern_detok *)d->opaque, m ? m->tokenizer : NULL, 0);
 }
 
 size_t tern_detokenizer_max_bytes(const tern_model *m) {
-    return 3 * (tern_tokenizer_max_piece(m->tokenizer) + 3);
+    return m ? 3 * (tern_tokenizer_max_piece(m->tokenizer) + 3) : 0;
 }
 
 tern_status tern_detokenizer_push(tern_detokenizer *d, int32_t token, char *out, size_t cap, size_t *n_written,
@@ -53,7 +56,7 @@ tern_status tern_detokenizer_push(tern_detokenizer *d, int32_t token, char *out,
 }
 
 size_t tern_detokenizer_flush(tern_detokenizer *d, char *out) {
-    return tern_detok_flush((tern_detok *)d->opaque, out);
+    return d && out ? tern_detok_flush((tern_detok *)d->opaque, out) : 0;
 }
 
 tern_status tern_chat_tokenize(const tern_model *m, const tern_chat_message *messages, size_t n_messages,

@@ -115,4 +115,10 @@ tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *
  * a build error, a failed self-test. */
 tern_status tern_backend_opencl_create(int device, bool gpu_only, tern_backend **out, tern_error *err);
 
+/* Whether an OpenCL GPU that qualifies is listed (TERN_OK), else the reason, asked in a child
+ * process: drivers cannot be unloaded (PoCL keeps its LLVM, ~390 MB of address space, and its
+ * threads), so a probe that ends on the CPU must not load them into this process. The answer
+ * comes back through a pipe; when no child can be made, the devices are listed here. */
+tern_status tern_backend_opencl_probe_gpu(tern_error *err);
+
 #endif

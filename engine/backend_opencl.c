@@ -12,10 +12,14 @@
  * Creation runs a self-test: a small Q4_K product, one token and a batch, compared with the CPU
  * reference kernels; a device that fails it is not used.
  */
+#include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "engine/backend.h"
 #include "kernels/kernels.h"
@@ -584,6 +588,73 @@ static tern_status create_on(int device, tern_backend **out, tern_error *err) {
     return TERN_OK;
 }
 
+/* Why a listed device does not qualify, or NULL when it does. */
+static const char *unqualified(const tern_cl_device_info *d, bool gpu_only) {
+    return !d->available ? "unusable" : gpu_only && !d->is_gpu ? "not a GPU" : NULL;
+}
+
+/* Adds "NAME: why" to the list of devices passed over (used bytes of cap so far). */
+static void note_skipped(char *list, size_t cap, size_t *used, const char *name, const char *why) {
+    if (*used < cap)
+        *used += (size_t)snprintf(list + *used, cap - *used, "%s%s: %s", *used ? "; " : "", name, why);
+}
+
+/* In the child of tern_backend_opencl_probe_gpu: TERN_OK when a usable GPU is listed, else the
+ * reason, as tern_backend_opencl_create would give it. */
+static tern_status find_gpu(tern_error *err) {
+    tern_cl_device_info list[TERN_CL_MAX_DEVICES];
+    int n = 0;
+    tern_status st = tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, err);
+    if (st != TERN_OK)
+        return st;
+    char skipped[256] = "";
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        const char *why = unqualified(&list[i], true);
+        if (!why)
+            return TERN_OK;
+        note_skipped(skipped, sizeof skipped, &used, list[i].name, why);
+    }
+    return tern_error_set(err, TERN_ERR_BACKEND, "no OpenCL GPU (%s)", skipped);
+}
+
+tern_status tern_backend_opencl_probe_gpu(tern_error *err) {
+    int fds[2];
+    if (pipe(fds) != 0)
+        return find_gpu(err);
+    const pid_t pid = fork();
+    if (pid < 0) { /* no child to spare: ask here, and keep what gets loaded */
+        close(fds[0]);
+        close(fds[1]);
+        return find_gpu(err);
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        tern_error e = {0};
+        e.status = find_gpu(&e);
+        const size_t len = offsetof(tern_error, message) + strlen(e.message);
+        size_t done = 0;
+        for (ssize_t w; done < len && ((w = write(fds[1], (const char *)&e + done, len - done)) > 0 || errno == EINTR);)
+            done += w > 0 ? (size_t)w : 0;
+        _exit(0); /* nothing of the parent's (atexit handlers, stdio buffers) runs twice */
+    }
+    close(fds[1]);
+    tern_error answer = {0};
+    size_t got = 0;
+    for (ssize_t r; got < sizeof answer - 1 && ((r = read(fds[0], (char *)&answer + got, sizeof answer - 1 - got)) > 0 ||
+                                                (r < 0 && errno == EINTR));)
+        got += r > 0 ? (size_t)r : 0;
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (got < offsetof(tern_error, message))
+        return tern_error_set(err, TERN_ERR_BACKEND, "the OpenCL probe (a child process) gave no answer%s",
+                              WIFSIGNALED(status) ? ": the driver crashed it" : "");
+    answer.message[got - offsetof(tern_error, message)] = '\0';
+    return answer.status == TERN_OK ? TERN_OK : tern_error_set(err, answer.status, "%s", answer.message);
+}
+
 tern_status tern_backend_opencl_create(int device, bool gpu_only, tern_backend **out, tern_error *err) {
     *out = NULL;
     if (device >= 0)
@@ -604,10 +675,9 @@ tern_status tern_backend_opencl_create(int device, bool gpu_only, tern_backend *
         for (int i = 0; i < n; i++) {
             if (list[i].is_gpu != (pass == 0) && !(gpu_only && !list[i].is_gpu))
                 continue;
-            if (!list[i].available || (gpu_only && !list[i].is_gpu)) {
-                if (used < sizeof skipped)
-                    used += (size_t)snprintf(skipped + used, sizeof skipped - used, "%s%s: %s", used ? "; " : "",
-                                             list[i].name, !list[i].available ? "unusable" : "not a GPU");
+            const char *why = unqualified(&list[i], gpu_only);
+            if (why) {
+                note_skipped(skipped, sizeof skipped, &used, list[i].name, why);
                 continue;
             }
             tern_error e = {0};

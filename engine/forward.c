@@ -171,23 +171,57 @@ void tern_forward_free(tern_forward *f) {
     free(f);
 }
 
-/* Reads n <= n_batch * E floats of b back (into host_check) and fails on the first inf/NaN. --check-numerics does it
- * for the residual stream after every layer, naming the first layer that went non-finite (layer
- * >= 0); every pass does it for the output head's input (layer < 0). */
+/* Reads n floats of b back (through host_check, n_batch * E at a time) and fails on the first
+ * inf/NaN. --check-numerics does it for every matrix product's output and for the residual stream
+ * after every layer, naming the first tensor or layer that went non-finite (layer >= 0); every pass
+ * does it for the output head's input (layer < 0). */
 static tern_status check_finite(tern_forward *f, const tern_buf *b, int64_t n, const char *where, int64_t layer,
                                 tern_error *err) {
-    tern_status st = f->be->ops->read(f->be, b, 0, n, f->host_check, err);
-    if (st != TERN_OK)
-        return st;
-    for (int64_t i = 0; i < n; i++) {
-        if (isfinite(f->host_check[i]))
-            continue;
-        if (layer >= 0)
-            return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite value (%g) in %s of layer %lld, element %lld",
-                                  f->host_check[i], where, (long long)layer, (long long)i);
-        return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite value (%g) in %s, element %lld%s", f->host_check[i],
-                              where, (long long)i,
-                              f->check_numerics ? "" : " (run with --check-numerics to find the layer)");
+    const int64_t chunk = f->n_batch * f->model->hp.n_embd;
+    for (int64_t at = 0; at < n; at += chunk) {
+        const int64_t len = n - at < chunk ? n - at : chunk;
+        tern_status st = f->be->ops->read(f->be, b, at, len, f->host_check, err);
+        if (st != TERN_OK)
+            return st;
+        for (int64_t i = 0; i < len; i++) {
+            const float v = f->host_check[i];
+            if (isfinite(v))
+                continue;
+            if (layer >= 0)
+                return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite value (%g) in %s of layer %lld, element %lld",
+                                      v, where, (long long)layer, (long long)(at + i));
+            return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite value (%g) in %s, element %lld%s", v, where,
+                                  (long long)(at + i),
+                                  f->check_numerics ? "" : " (run with --check-numerics to find the layer)");
+        }
+    }
+    return TERN_OK;
+}
+
+/* The matrix products of a layer, in the groups the forward pass checks them. */
+typedef enum layer_products { PRODUCTS_QKV, PRODUCTS_WO, PRODUCTS_GATE_UP, PRODUCTS_DOWN } layer_products;
+
+/* --check-numerics: the outputs of a group of products, read right after them (before rope,
+ * attention or the GLU change them) and named by their weight. A NaN or inf scale in a quantized
+ * block makes its output rows non-finite; on a backend that quantizes activations, the next
+ * product's quantizer would turn them into finite garbage, so the residual check after the layer
+ * could miss it. Checking here names the same tensor on every backend. */
+static tern_status check_products(tern_forward *f, int64_t n, int64_t il, layer_products which, tern_error *err) {
+    const tern_layer_weights *W = &f->model->w.layers[il];
+    const tern_gguf_tensor *w[3] = {NULL, NULL, NULL};
+    const tern_buf *out[3] = {NULL, NULL, NULL};
+    switch (which) {
+    case PRODUCTS_QKV: w[0] = W->wq, w[1] = W->wk, w[2] = W->wv, out[0] = f->q, out[1] = f->k, out[2] = f->v; break;
+    case PRODUCTS_WO: w[0] = W->wo, out[0] = f->tmp; break;
+    case PRODUCTS_GATE_UP: w[0] = W->ffn_gate, w[1] = W->ffn_up, out[0] = f->gate, out[1] = f->up; break;
+    case PRODUCTS_DOWN: w[0] = W->ffn_down, out[0] = f->tmp; break;
+    }
+    for (int i = 0; i < 3 && w[i]; i++) {
+        char where[96];
+        snprintf(where, sizeof where, "the output of %s", w[i]->name);
+        tern_status st = check_finite(f, out[i], n * w[i]->ne[1], where, il, err);
+        if (st != TERN_OK)
+            return st;
     }
     return TERN_OK;
 }
@@ -231,6 +265,8 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             o->add_bias(be, L->bk, n, f->k);
         if (L->bv)
             o->add_bias(be, L->bv, n, f->v);
+        if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_QKV, err)) != TERN_OK)
+            return st;
         if (L->q_norm) {
             o->rmsnorm(be, f->q, L->q_norm, n * hp->n_head, hp->rms_eps, f->q);
             o->rmsnorm(be, f->k, L->k_norm, n * hp->n_head_kv, hp->rms_eps, f->k);
@@ -263,6 +299,8 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
         };
         o->attention(be, f->q, &ap, f->attn);
         o->matmul(be, L->wo, f->attn, n, f->tmp);
+        if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_WO, err)) != TERN_OK)
+            return st;
         if (L->bo)
             o->add_bias(be, L->bo, n, f->tmp);
         if (L->post_attn_norm)
@@ -272,8 +310,12 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
         o->rmsnorm(be, f->x, L->ffn_norm, n, hp->rms_eps, f->xn);
         o->matmul(be, L->ffn_gate, f->xn, n, f->gate);
         o->matmul(be, L->ffn_up, f->xn, n, f->up);
+        if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_GATE_UP, err)) != TERN_OK)
+            return st;
         o->glu(be, f->gate, f->up, n * hp->n_ff, hp->act, f->gate);
         o->matmul(be, L->ffn_down, f->gate, n, f->tmp);
+        if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_DOWN, err)) != TERN_OK)
+            return st;
         if (L->post_ffw_norm)
             o->rmsnorm(be, f->tmp, L->post_ffw_norm, n, hp->rms_eps, f->tmp);
         o->add(be, f->tmp, n * E, f->x);
@@ -301,10 +343,11 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
     st = o->read(be, f->logits, 0, rows * hp->n_vocab, logits, err);
     if (st != TERN_OK)
         return st;
-    for (int64_t i = 0; i < rows * hp->n_vocab; i++)
+    for (int64_t i = 0; i < rows * hp->n_vocab; i++) /* every layer checked: the output head did it */
         if (!isfinite(logits[i]))
-            return tern_error_set(err, TERN_ERR_NUMERICS,
-                                  "non-finite logit at position %lld (run with --check-numerics to find the layer)",
-                                  (long long)(pos0 + i / hp->n_vocab));
+            return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite logit at position %lld%s%s",
+                                  (long long)(pos0 + (f->logits_all ? i / hp->n_vocab : n - 1)),
+                                  f->check_numerics ? ": in the output of " : " (run with --check-numerics to find the layer)",
+                                  f->check_numerics ? f->model->w.output->name : "");
     return TERN_OK;
 }

@@ -21,6 +21,9 @@ const char *tern_arch_name(tern_arch arch) {
 
 /* Sane upper bounds: anything above is a corrupt or hostile file, not a model. */
 #define MAX_DIM (1 << 20)
+/* The largest magnitude a norm weight or bias may hold: trained models stay far below it (the
+ * largest seen, 1657, is in Gemma 3 270M's post-FFN norms); beyond it products overflow. */
+#define TERN_MAX_VECTOR_VALUE 1e6f
 #define MAX_VOCAB (1 << 22)
 
 typedef struct key_reader {
@@ -78,6 +81,38 @@ static tern_status read_float(const key_reader *r, const char *suffix, bool requ
     return TERN_OK;
 }
 
+/* RoPE scaling: rope.scaling.type (none, linear; yarn and anything else refused by name) and its
+ * factor (rope.scaling.factor, or the older rope.scale_linear), giving the position scale 1/factor.
+ * 0 or absent means no scaling, as converters write it. A factor outside [1/1024, 1024] (negative,
+ * denormal: 1/factor would be inf) is refused rather than ignored or let through. */
+static tern_status read_rope_scaling(const key_reader *r, float *freq_scale) {
+    char key[160];
+    arch_key(r, "rope.scaling.type", key, sizeof key);
+    tern_gguf_str type;
+    tern_status st = tern_gguf_get_str(r->g, key, &type, NULL);
+    if (st == TERN_ERR_NOT_FOUND) /* a factor without a type is linear, as converters mean it */
+        type = (tern_gguf_str){"linear", 6};
+    else if (st != TERN_OK)
+        return tern_error_set(r->err, TERN_ERR_FORMAT, "key '%s' is not a string", key);
+    float factor = 0;
+    if ((st = read_float(r, "rope.scaling.factor", false, 0, &factor)) != TERN_OK ||
+        (factor == 0 && (st = read_float(r, "rope.scale_linear", false, 0, &factor)) != TERN_OK))
+        return st;
+    const bool none = type.len == 4 && !memcmp(type.ptr, "none", 4);
+    const bool linear = type.len == 6 && !memcmp(type.ptr, "linear", 6);
+    const bool yarn = type.len == 4 && !memcmp(type.ptr, "yarn", 4);
+    if (yarn && factor > 1)
+        return tern_error_set(r->err, TERN_ERR_UNSUPPORTED, "YaRN rope scaling is not supported yet");
+    if (!none && !linear && !yarn)
+        return tern_error_set(r->err, TERN_ERR_UNSUPPORTED, "%s '%.*s' is not supported (tern knows none and linear)",
+                              key, type.len > 32 ? 32 : (int)type.len, type.ptr);
+    if (factor != 0 && !(factor >= 1.0f / 1024 && factor <= 1024))
+        return tern_error_set(r->err, TERN_ERR_FORMAT, "rope scaling factor %g is outside [1/1024, 1024]",
+                              (double)factor);
+    *freq_scale = none || factor == 0 ? 1.0f : 1.0f / factor;
+    return TERN_OK;
+}
+
 tern_status tern_hparams_read(const tern_gguf *g, tern_hparams *hp, tern_error *err) {
     memset(hp, 0, sizeof *hp);
     tern_gguf_str arch_s;
@@ -90,6 +125,10 @@ tern_status tern_hparams_read(const tern_gguf *g, tern_hparams *hp, tern_error *
     char arch[32] = {0};
     if (arch_s.len >= sizeof arch)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "architecture name too long");
+    /* "llama\0xx" must not compare equal to "llama" once copied into a C string */
+    if (memchr(arch_s.ptr, '\0', arch_s.len))
+        return tern_error_set(err, TERN_ERR_FORMAT, "the architecture name (%zu bytes) holds a NUL byte",
+                              (size_t)arch_s.len);
     memcpy(arch, arch_s.ptr, arch_s.len);
     if (!strcmp(arch, "llama"))
         hp->arch = TERN_ARCH_LLAMA;
@@ -135,19 +174,7 @@ tern_status tern_hparams_read(const tern_gguf *g, tern_hparams *hp, tern_error *
     TRY(read_float(&r, "rope.freq_base", false, 10000.0f, &hp->rope_base));
     if (!(hp->rope_base > 1))
         return tern_error_set(err, TERN_ERR_FORMAT, "rope.freq_base %g must be > 1", hp->rope_base);
-    float factor = 0;
-    TRY(read_float(&r, "rope.scaling.factor", false, 0, &factor));
-    if (factor == 0)
-        TRY(read_float(&r, "rope.scale_linear", false, 0, &factor));
-    hp->rope_freq_scale = factor > 0 ? 1.0f / factor : 1.0f;
-    {
-        char key[160];
-        arch_key(&r, "rope.scaling.type", key, sizeof key);
-        tern_gguf_str type_s;
-        if (tern_gguf_get_str(g, key, &type_s, NULL) == TERN_OK && type_s.len == 4 &&
-            !memcmp(type_s.ptr, "yarn", 4) && factor > 1)
-            return tern_error_set(err, TERN_ERR_UNSUPPORTED, "YaRN rope scaling is not supported yet");
-    }
+    TRY(read_rope_scaling(&r, &hp->rope_freq_scale));
     hp->rope_base_local = hp->rope_base;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim_k);
     hp->embd_scale = 1.0f;
@@ -208,13 +235,19 @@ static tern_status bind(const binder *b, const char *name, bool required, int n,
                               name, tern_type_name(t->type));
     /* A NaN in a norm weight never reaches the logits as NaN: the quantized matmul after the norm
      * turns it into finite garbage. Vectors are a few KB per layer, so they are checked here;
-     * matrices are too large to read at load and are caught in the forward pass. */
+     * matrices are too large to read at load and are caught in the forward pass. A huge norm
+     * weight overflows the products and the FP16 KV cache in the same way, so magnitudes are
+     * bounded too (TERN_MAX_VECTOR_VALUE: far above any trained model's). */
     for (int64_t i = 0; n == 1 && i < t->n_elements; i++) {
         float v;
         memcpy(&v, t->data + (size_t)i * sizeof v, sizeof v);
         if (!isfinite(v))
             return tern_error_set(b->err, TERN_ERR_FORMAT, "tensor '%s' holds a non-finite value (%g) at element %lld",
                                   name, (double)v, (long long)i);
+        if (fabsf(v) > TERN_MAX_VECTOR_VALUE)
+            return tern_error_set(b->err, TERN_ERR_FORMAT,
+                                  "tensor '%s' holds %g at element %lld, beyond +-%g: its products would overflow",
+                                  name, (double)v, (long long)i, TERN_MAX_VECTOR_VALUE);
     }
     return TERN_OK;
 }

@@ -23,6 +23,9 @@ typedef enum tern_activation {
 } tern_activation;
 
 #define TERN_MAX_LAYERS 512
+/* The largest context any run may ask for (2^24 positions): beyond it, byte counts of the KV cache
+ * and scratch could overflow, and no trained model comes near. */
+#define TERN_MAX_CONTEXT ((int64_t)1 << 24)
 
 typedef struct tern_hparams {
     tern_arch arch;

@@ -67,6 +67,8 @@ static double rng_uniform(uint64_t s[4]) {
 }
 
 void tern_sampler_reset(tern_sampler *s) {
+    if (!s)
+        return;
     uint64_t x = s->params.seed;
     for (int i = 0; i < 4; i++)
         s->rng[i] = splitmix64(&x);
@@ -137,6 +139,8 @@ void tern_sampler_free(tern_sampler *s) {
 }
 
 tern_status tern_sampler_accept(tern_sampler *s, int32_t token, tern_error *err) {
+    if (!s)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "sampler: NULL argument");
     if (token < 0 || token >= s->n_vocab)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "sampler: token %d is outside the vocabulary (%d)",
                               (int)token, s->n_vocab);

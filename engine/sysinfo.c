@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf/error.h"
@@ -45,9 +46,23 @@ make_path(char *buf, size_t cap, const char *root, const char *fmt, ...) {
     return n >= 0 && (size_t)n < cap - at;
 }
 
+/* A file of the machine's description, opened for reading only when it is a regular file: the
+ * files of /proc and /sys are, and a FIFO or device put in their place (a fake or damaged sysroot)
+ * must not make a read wait forever. O_NONBLOCK keeps the open itself from waiting for a FIFO's
+ * writer. -1 when missing or not regular. */
+static int open_regular(const char *path) {
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* The whole (small) file into buf, NUL-terminated, trailing whitespace removed. */
 static bool read_text(const char *path, char *buf, size_t cap) {
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const int fd = open_regular(path);
     if (fd < 0)
         return false;
     size_t len = 0;
@@ -440,9 +455,13 @@ tern_status tern_sysinfo_mapping(const char *sysroot, int pid, uint64_t start, u
     tern_status st = process_path(root, pid, "smaps", path, sizeof path, err);
     if (st != TERN_OK)
         return st;
-    FILE *f = fopen(path, "r");
-    if (!f)
+    const int fd = open_regular(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
         return tern_error_set(err, TERN_ERR_NOT_FOUND, "sysinfo: no process %d (%s)", pid, path);
+    }
     /* A mapping starts with "start-end perms offset dev inode [path]" (hex addresses); its fields
      * follow, one per line, until the next such header. */
     char line[512];
@@ -615,7 +634,8 @@ tern_status tern_sysinfo_gpu(const char *sysroot, tern_gpu_info *out, tern_error
                                             "vendor/lib64/egl/libGLES_mali.so", "vendor/lib64/libOpenCL_adreno.so"};
     for (size_t i = 0; i < sizeof libraries / sizeof libraries[0]; i++)
         add_if_present(root, libraries[i], out->drivers, &out->n_drivers);
-    static const char *const nodes[] = {"dev/kgsl-3d0", "dev/mali0", "dev/dri/renderD128", "dev/dri/renderD129"};
+    static const char *const nodes[] = {"dev/kgsl-3d0", "dev/mali0", "dev/dri/renderD128", "dev/dri/renderD129",
+                                        "dev/nvidia0"};
     for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++)
         add_if_present(root, nodes[i], out->devices, &out->n_devices);
     return TERN_OK;

@@ -152,7 +152,7 @@ tern_status tern_sysinfo_power(const char *sysroot, tern_power_info *out, tern_e
 
 /* Signs of a GPU that OpenCL could use, found without loading any driver: OpenCL ICD files
  * (etc/OpenCL/vendors/NAME.icd), vendor OpenCL libraries of Android (vendor/lib64/libOpenCL.so and
- * the like) and GPU device nodes (dev/kgsl-3d0 Adreno, dev/mali0 Mali, dev/dri/renderD*). Paths
+ * the like) and GPU device nodes (dev/kgsl-3d0 Adreno, dev/mali0 Mali, dev/dri/renderD*, dev/nvidia0). Paths
  * are relative to the sysroot. Whether a device really works is for the OpenCL backend's
  * self-test to say; this only tells "there is a GPU driver here" from "there is none". */
 typedef struct tern_gpu_info {

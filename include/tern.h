@@ -5,6 +5,8 @@
  *  - every fallible call returns a tern_status (0 = OK, negative = error) and, when the caller
  *    passes a tern_error, fills it with a one-line message naming the problem;
  *  - objects are opaque handles with _create/_load and _free pairs; _free(NULL) is a no-op;
+ *  - a NULL pointer where one is required gives TERN_ERR_INVALID_ARG from a fallible call, and
+ *    makes any other call a no-op returning 0, NULL, -1 or false (a NULL tern_error is allowed);
  *  - the library keeps no global state and never exits or aborts on bad input.
  */
 #ifndef TERN_H
@@ -86,7 +88,9 @@ typedef struct tern_mapping_info {
 } tern_mapping_info;
 void tern_model_get_mapping(const tern_model *model, tern_mapping_info *info);
 
-/* What a run at n_ctx needs, against what the machine has (the memory plan). */
+/* What a run at n_ctx needs, against what the machine has (the memory plan). Beyond 2^24
+ * positions (more than any context may have) the byte counts saturate at UINT64_MAX and fits is
+ * false. */
 typedef struct tern_memory_plan {
     int64_t n_ctx, n_batch;
     uint64_t weights, kv_cache, scratch, total;
@@ -115,8 +119,9 @@ bool tern_token_is_eog(const tern_model *model, int32_t token); /* end of genera
 typedef struct tern_detokenizer {
     uint64_t opaque[8];
 } tern_detokenizer;
+/* With a NULL model, d stays empty: push refuses, flush returns 0. */
 void tern_detokenizer_init(tern_detokenizer *d, const tern_model *model);
-/* Bytes an output buffer of tern_detokenizer_push needs. */
+/* Bytes an output buffer of tern_detokenizer_push needs (0 for a NULL model). */
 size_t tern_detokenizer_max_bytes(const tern_model *model);
 /* Appends the text token completes to out (cap >= tern_detokenizer_max_bytes) and sets *n_written. */
 tern_status tern_detokenizer_push(tern_detokenizer *d, int32_t token, char *out, size_t cap, size_t *n_written,

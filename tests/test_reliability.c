@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,24 @@ static void check_loaded_case(const test_bad_model *c, tern_model *m) {
             tern_context_free(ctx);
             ctx = NULL;
         }
+    } else if (c->number == 29) { /* NaN/inf in a quantized block's scale: --check-numerics names the tensor */
+        const int32_t prompt[] = {1, 450, 4996, 17354};
+        assert_int_equal(make_context(m, 64, true, &ctx, &e), TERN_OK);
+        expect_error(tern_eval(ctx, prompt, 4, &e), &e, TERN_ERR_NUMERICS, c->word);
+        assert_null(strstr(e.message, "run with --check-numerics")); /* it is on */
+        tern_context_free(ctx);
+        ctx = NULL;
+        /* Unchecked, the pass may end in finite (meaningless) logits, but never in non-finite ones. */
+        assert_int_equal(make_context(m, 64, false, &ctx, &e), TERN_OK);
+        if (tern_eval(ctx, prompt, 4, &e) == TERN_OK) {
+            const float *logits = tern_get_logits(ctx);
+            for (int64_t i = 0; i < tern_model_n_vocab(m); i++)
+                assert_true(isfinite(logits[i]));
+        } else {
+            assert_int_equal(e.status, TERN_ERR_NUMERICS);
+        }
+        tern_context_free(ctx);
+        ctx = NULL;
     } else {
         fail_msg("%s: no check for case %d", c->name, c->number);
     }
@@ -368,6 +387,94 @@ static void test_null_arguments(void **state) {
     assert_null(s);
 }
 
+/* Every function of tern.h given NULL where it takes a pointer: an error status, or a documented
+ * no-op (0, NULL, -1, false), never a crash. The five that dereferenced NULL before are first. */
+static void test_null_everywhere(void **state) {
+    (void)state;
+    tern_error e = {0};
+    tern_detokenizer d;
+    char out[64];
+    size_t n = 7;
+    int32_t t[4] = {1, 2, 3, 4};
+    tern_detokenizer_init(NULL, tiny);
+    tern_detokenizer_init(&d, NULL); /* an empty detokenizer: push refuses, flush gives nothing */
+    assert_int_equal(tern_detokenizer_push(&d, 1, out, sizeof out, &n, &e), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_detokenizer_flush(&d, out), 0);
+    assert_int_equal(tern_detokenizer_max_bytes(NULL), 0);
+    assert_int_equal(tern_detokenizer_flush(NULL, out), 0);
+    tern_detokenizer_init(&d, tiny);
+    assert_int_equal(tern_detokenizer_flush(&d, NULL), 0);
+    assert_int_equal(tern_detokenizer_push(&d, 1, NULL, sizeof out, &n, &e), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_detokenizer_push(&d, 1, out, sizeof out, NULL, &e), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_sampler_accept(NULL, 1, &e), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_sampler_accept(NULL, 1, NULL), TERN_ERR_INVALID_ARG);
+    tern_sampler_reset(NULL);
+
+    /* models */
+    tern_model_get_info(tiny, NULL);
+    tern_model_get_mapping(NULL, NULL);
+    tern_model_get_mapping(tiny, NULL);
+    tern_mapping_info map = {1, 1, 1};
+    tern_model_get_mapping(NULL, &map);
+    assert_int_equal(map.mapped, 0);
+    tern_model_plan_memory(NULL, 0, 0, NULL);
+    tern_model_plan_memory(tiny, 0, 0, NULL);
+    tern_memory_plan plan;
+    tern_model_plan_memory(NULL, 64, 8, &plan);
+    assert_false(plan.fits && plan.total);
+    /* a huge context must not wrap around to a small total that fits */
+    const int64_t huge[] = {INT64_MAX, INT64_MAX / 2, (int64_t)1 << 40, ((int64_t)1 << 24) + 1};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        tern_model_plan_memory(tiny, huge[i], 0, &plan);
+        assert_false(plan.fits);
+        assert_true(plan.total >= plan.weights);
+        tern_model_plan_memory(tiny, huge[i], huge[i], &plan);
+        assert_false(plan.fits);
+    }
+    tern_model_plan_memory(tiny, 1 << 24, 1 << 24, &plan);
+    assert_true(plan.kv_cache > 0 && plan.total > plan.kv_cache);
+
+    /* tokens */
+    const char *piece = NULL;
+    assert_int_equal(tern_token_piece(tiny, 1, false, NULL, &n), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_token_piece(tiny, 1, false, &piece, NULL), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_tokenize(tiny, NULL, 0, true, false, t, 4, &n, &e), TERN_OK); /* empty text */
+    assert_int_equal(tern_chat_tokenize(tiny, NULL, 1, true, t, 4, &n, &e), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_chat_tokenize(tiny, NULL, 0, true, t, 4, NULL, &e), TERN_ERR_INVALID_ARG);
+    tern_chat_message no_content = {"user", NULL};
+    assert_int_equal(tern_chat_tokenize(tiny, &no_content, 1, true, t, 4, &n, &e), TERN_ERR_INVALID_ARG);
+
+    /* contexts */
+    tern_context_info ci;
+    memset(&ci, 1, sizeof ci);
+    tern_context_get_info(NULL, &ci);
+    assert_int_equal(ci.n_ctx, 0);
+    tern_context_get_info(NULL, NULL);
+    assert_int_equal(tern_context_size(NULL), 0);
+    assert_int_equal(tern_eval(NULL, NULL, 0, &e), TERN_ERR_INVALID_ARG);
+    tern_context *c = NULL;
+    assert_int_equal(make_context(tiny, 16, false, &c, &e), TERN_OK);
+    assert_int_equal(tern_eval(c, NULL, 1, &e), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_eval(c, NULL, 0, &e), TERN_OK);
+    assert_null(tern_get_logits(c));
+    tern_context_get_info(c, NULL);
+    assert_int_equal(tern_context_truncate(c, 0, NULL), TERN_OK);
+    tern_context_free(c);
+
+    /* samplers */
+    tern_sampler_params sp = tern_sampler_default_params();
+    tern_sampler *s = NULL;
+    assert_int_equal(tern_sampler_create(&sp, 10, NULL, &e), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_sampler_create(&sp, 10, &s, NULL), TERN_OK);
+    int32_t tok;
+    float logits[10] = {0};
+    assert_int_equal(tern_sampler_sample(s, NULL, 10, &tok, &e), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_sampler_sample(s, logits, 10, NULL, &e), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_sampler_accept(s, 3, NULL), TERN_OK);
+    tern_sampler_free(s);
+    assert_non_null(tern_status_name((tern_status)12345));
+}
+
 /* ---- allocation failures (fault 2a): RLIMIT_AS in a child process ---- */
 
 /* ASan's allocator aborts when its own mappings fail: these need the plain build. */
@@ -459,6 +566,7 @@ int main(void) {
         cmocka_unit_test(test_context_limits),
         cmocka_unit_test(test_eval_past_the_end),
         cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_null_everywhere),
         cmocka_unit_test(test_address_space_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,6 +1,7 @@
 #include "tools/cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,56 +365,81 @@ void tern_cli_json_tokens(FILE *f, const int32_t *t, size_t n) {
     fputc(']', f);
 }
 
-char *tern_cli_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
+/* A prompt file is read once, at start-up. Opening with O_NONBLOCK makes a FIFO without a writer
+ * open at once instead of waiting forever; the reads block again, so a FIFO or pipe whose writer
+ * exists (-f <(cmd), -f /dev/stdin) is read to its end like a file. A FIFO that gives no byte had
+ * no writer: that is refused (ENODATA) rather than taken as an empty prompt. */
+static int open_for_reading(const char *path, struct stat *st) {
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int flags = fstat(fd, st) == 0 ? fcntl(fd, F_GETFL) : -1;
+    int why = flags < 0 ? errno : S_ISDIR(st->st_mode) ? EISDIR : 0;
     /* A regular file over the cap is refused from its size, before a byte is read; anything else
      * (a pipe, /dev/zero) is read until it passes the cap. */
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > TERN_CLI_MAX_FILE) {
-        fclose(f);
-        errno = EFBIG;
-        return NULL;
+    if (!why && S_ISREG(st->st_mode) && (uint64_t)st->st_size > TERN_CLI_MAX_FILE)
+        why = EFBIG;
+    if (!why && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        why = errno;
+    if (why) {
+        close(fd);
+        errno = why;
+        return -1;
     }
-    char *buf = tern_cli_read_stream(f, len);
-    int saved = errno;
-    fclose(f);
-    errno = saved;
-    return buf;
+    return fd;
 }
 
-char *tern_cli_read_stream(FILE *f, size_t *len) {
+char *tern_cli_read_file(const char *path, size_t *len) {
+    struct stat st;
+    const int fd = open_for_reading(path, &st);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
     char *buf = NULL;
     size_t cap = 0, n = 0;
+    int why = 0;
     for (;;) {
         if (n > TERN_CLI_MAX_FILE) {
-            free(buf);
-            errno = EFBIG;
-            return NULL;
+            why = EFBIG;
+            break;
         }
         if (n + 65536 + 1 > cap) {
             cap = cap * 2 + 65536 + 1;
             char *b = realloc(buf, cap);
             if (!b) {
-                free(buf);
-                return NULL;
+                why = ENOMEM;
+                break;
             }
             buf = b;
         }
         size_t r = fread(buf + n, 1, 65536, f);
         n += r;
-        if (r == 0)
+        if (r == 0) {
+            why = ferror(f) ? (errno ? errno : EIO) : S_ISFIFO(st.st_mode) && n == 0 ? ENODATA : 0;
             break;
+        }
     }
-    if (ferror(f)) {
+    fclose(f);
+    if (why) {
         free(buf);
-        errno = EIO;
+        errno = why;
         return NULL;
     }
     buf[n] = 0;
     *len = n;
     return buf;
+}
+
+int tern_cli_read_failed(const char *cmd, const char *path) {
+    const int e = errno;
+    fprintf(stderr, "tern %s: cannot read '%s': %s\n", cmd, path,
+            e == EFBIG     ? "File too large (text files are limited to 1 GiB)"
+            : e == ENODATA ? "nothing came through the FIFO: it had no writer (start the writer first)"
+                           : strerror(e));
+    return TERN_EXIT_FAIL;
 }
 
 bool tern_cli_text_append(tern_cli_text *t, const char *s, size_t len) {

@@ -41,11 +41,12 @@ typedef struct tern_cli_text {
 bool tern_cli_text_append(tern_cli_text *t, const char *s, size_t len);
 
 /* Whole file into a NUL-terminated buffer (free it); NULL when unreadable, errno says why (EFBIG:
- * over TERN_CLI_MAX_FILE, refused without reading it all). */
+ * over TERN_CLI_MAX_FILE, refused without reading it all; EISDIR: a directory; ENODATA: a FIFO that
+ * had no writer). Never waits for a FIFO's writer to appear. */
 #define TERN_CLI_MAX_FILE ((uint64_t)1 << 30)
 char *tern_cli_read_file(const char *path, size_t *len);
-/* The same from an open stream (standard input for "-f -"), read to its end. */
-char *tern_cli_read_stream(FILE *f, size_t *len);
+/* After tern_cli_read_file failed: "tern CMD: cannot read 'PATH': why" on stderr; TERN_EXIT_FAIL. */
+int tern_cli_read_failed(const char *cmd, const char *path);
 /* JSON output helpers: a quoted, escaped string; an array of token ids. */
 void tern_cli_json_string(FILE *f, const char *s, size_t len);
 void tern_cli_json_tokens(FILE *f, const int32_t *t, size_t n);

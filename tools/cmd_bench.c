@@ -238,10 +238,8 @@ int tern_cmd_bench(int argc, char **argv) {
         return rc < 0 ? TERN_EXIT_OK : rc;
     char *file_text = NULL;
     size_t prompt_len = strlen(tern_bench_default_prompt);
-    if (a.prompt_file && !(file_text = tern_cli_read_file(a.prompt_file, &prompt_len))) {
-        fprintf(stderr, "tern bench: cannot read '%s'\n", a.prompt_file);
-        return TERN_EXIT_FAIL;
-    }
+    if (a.prompt_file && !(file_text = tern_cli_read_file(a.prompt_file, &prompt_len)))
+        return tern_cli_read_failed("bench", a.prompt_file);
     tern_error err = {0};
     tern_sysdesc sys;
     tern_bench_model model;

@@ -21,6 +21,7 @@
 #include "kernels/timing.h"
 #include "tools/cli.h"
 #include "tools/line_edit.h"
+#include "tools/output.h"
 
 static const char chat_head[] =
     "usage: tern chat -m MODEL [-sys SYSTEM] [options]\n\n"
@@ -69,8 +70,8 @@ static size_t answer_room(const chat *c, size_t generated) {
 
 static void on_text(void *user, const char *text, size_t len) {
     chat *c = user;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
+    if (!tern_out_write(text, len))
+        interrupts = 2; /* nobody reads the answer: stop, and leave the chat (main reports the write) */
     if (!tern_cli_text_append(&c->answer, text, len))
         c->failed = true;
 }
@@ -401,7 +402,7 @@ int tern_cmd_chat(int argc, char **argv) {
         interrupts = 0;
         if (ed)
             printf("\n");
-        if (!read_message(ed, &msg, &line, &line_cap))
+        if (!tern_out_ok() || !read_message(ed, &msg, &line, &line_cap))
             break; /* Ctrl-D, end of piped input, or Ctrl-C at the prompt */
         if (msg.len == 0)
             continue;

@@ -92,14 +92,18 @@ int tern_cmd_info(int argc, char **argv) {
         } else if (!strcmp(a, "--batch") || !strcmp(a, "-b")) {
             if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, 1, 1 << 16, &n_batch))
                 return TERN_EXIT_USAGE;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(path = tern_cli_value(argc, argv, &i)))
-                return TERN_EXIT_USAGE;
-        } else if (a[0] == '-') {
+        } else if (a[0] == '-' && strcmp(a, "-m") && strcmp(a, "--model")) {
             fprintf(stderr, "tern info: unknown option '%s'\n%s", a, info_help);
             return TERN_EXIT_USAGE;
         } else {
-            path = a;
+            const char *model = a[0] == '-' ? tern_cli_value(argc, argv, &i) : a;
+            if (!model)
+                return TERN_EXIT_USAGE;
+            if (path) { /* describing only the last of several would look like an answer about all */
+                fprintf(stderr, "tern info: one model at a time, got '%s' and '%s'\n", path, model);
+                return TERN_EXIT_USAGE;
+            }
+            path = model;
         }
     }
     if (!path) {

@@ -438,6 +438,25 @@ static void bench_cpu(tern_kbench_state *s, const char *isa_list) {
     }
 }
 
+/* Every name of an --isa list is a path kbench knows (it may still not run on this CPU: then it
+ * has no rows, as the help says); an unknown one is named, not silently given no rows. */
+static bool isa_list_known(const char *list) {
+    for (const char *p = list;; p++) {
+        const size_t n = strcspn(p, ",");
+        bool known = n == strlen("opencl") && !strncmp(p, "opencl", n);
+        for (size_t i = 0; i < sizeof isa_names / sizeof isa_names[0]; i++)
+            known = known || (n == strlen(isa_names[i]) && !strncmp(p, isa_names[i], n));
+        if (!known) {
+            fprintf(stderr, "tern kbench: unknown --isa '%.*s': ref, avx2, avx512vnni, neon, neon-dotprod or opencl\n",
+                    (int)n, p);
+            return false;
+        }
+        p += n;
+        if (!*p)
+            return true;
+    }
+}
+
 /* 0 parsed, else the exit status (-1: --help was printed). */
 static int parse_args(int argc, char **argv, tern_kbench_state *s, const char **isa_list, bool *opencl,
                       int64_t *threads) {
@@ -498,6 +517,8 @@ static int parse_args(int argc, char **argv, tern_kbench_state *s, const char **
                 s->kernel);
         return TERN_EXIT_USAGE;
     }
+    if (*isa_list && !isa_list_known(*isa_list))
+        return TERN_EXIT_USAGE;
     if (*isa_list && tern_kbench_isa_wanted(*isa_list, "opencl"))
         *opencl = true;
     return 0;

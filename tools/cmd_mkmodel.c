@@ -58,7 +58,9 @@ static const char mkmodel_help[] =
     "  --list           print the shapes and exit\n"
     "  -h, --help       this text\n"
     "\n"
-    "OUT is written to OUT.tmp.<pid> and renamed when complete. A progress bar is drawn on stderr\n"
+    "OUT is written to OUT.tmp.<pid> and renamed when complete (OUT may be a new name or a regular\n"
+    "file, not a link, directory, FIFO or device; no temporary is left on an error or a signal).\n"
+    "A progress bar is drawn on stderr\n"
     "when it is a terminal; the summary (tensors by type, size, bits/weight, time) goes to stdout.\n"
     "\n"
     "exit status: 0 done, 1 writing failed, 2 bad arguments\n"
@@ -446,13 +448,14 @@ int tern_cmd_mkmodel(int argc, char **argv) {
               stderr);
         return TERN_EXIT_USAGE;
     }
-    if (a.vocab && (!strcmp(a.vocab, a.out) || tern_convert_same_file(a.vocab, a.out))) {
-        fprintf(stderr, "tern mkmodel: OUT '%s' is the --vocab file; refusing to overwrite it\n", a.out);
+    tern_error err = {0};
+    job.in_path = a.vocab;
+    if (tern_convert_check_out(a.out, a.vocab, &err) != TERN_OK) {
+        tern_cli_fail("mkmodel", &err);
         return TERN_EXIT_USAGE;
     }
     if (!a.n_layer)
         a.n_layer = a.shape->n_layer;
     job.out_path = a.out;
-    tern_error err = {0};
     return mkmodel(&a, &job, &err) == TERN_OK ? TERN_EXIT_OK : tern_cli_fail("mkmodel", &err);
 }

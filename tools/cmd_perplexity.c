@@ -63,12 +63,16 @@ int tern_cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "tern perplexity: give the text with -f FILE\n");
         return TERN_EXIT_USAGE;
     }
+    /* Positions n_ctx/2 .. n_ctx-2 of a chunk are scored (each predicts the next): below 3 none is. */
+    if (o.ctx.n_ctx < 3) {
+        fprintf(stderr, "tern perplexity: -c %lld scores no token: a chunk needs at least 3 tokens\n",
+                (long long)o.ctx.n_ctx);
+        return TERN_EXIT_USAGE;
+    }
     size_t text_len = 0;
     char *text = tern_cli_read_file(file, &text_len);
-    if (!text) {
-        fprintf(stderr, "tern perplexity: cannot read '%s'\n", file);
-        return TERN_EXIT_FAIL;
-    }
+    if (!text)
+        return tern_cli_read_failed("perplexity", file);
     o.ctx.logits_all = true;
     if (o.ctx.n_batch == 0 || o.ctx.n_batch < o.ctx.n_ctx)
         o.ctx.n_batch = o.ctx.n_ctx; /* one forward pass per chunk keeps every position's logits */

@@ -39,8 +39,9 @@ static const char quantize_help[] =
     "  -h, --help        this text\n"
     "\n"
     "OUT is written to OUT.tmp.<pid> and renamed when complete: on any error (a damaged input, a\n"
-    "row holding NaN or inf, a full disk, Ctrl-C) no OUT is left. OUT may not be IN (by name or by\n"
-    "inode). A progress bar is drawn on stderr when it is a terminal; the summary (tensors by type,\n"
+    "row holding NaN or inf, a full disk, a file size limit, SIGINT/SIGTERM/SIGHUP/SIGQUIT) no OUT\n"
+    "is left. OUT may not be IN (by name or by inode), a symbolic link, or an existing directory,\n"
+    "FIFO, device or socket: only a new name or a regular file is replaced. A progress bar is drawn on stderr when it is a terminal; the summary (tensors by type,\n"
     "size before and after, bits/weight, time) goes to stdout.\n"
     "\n"
     "exit status: 0 done, 1 the conversion failed, 2 bad arguments\n"
@@ -129,11 +130,12 @@ int tern_cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "tern quantize: unknown type '%s' (tern quantize --help lists them)\n", pos[2]);
         return TERN_EXIT_USAGE;
     }
-    if (!strcmp(pos[0], pos[1]) || tern_convert_same_file(pos[0], pos[1])) {
-        fprintf(stderr, "tern quantize: OUT '%s' is the input file; refusing to overwrite it\n", pos[1]);
+    job.in_path = pos[0];
+    tern_error err = {0};
+    if (tern_convert_check_out(job.out_path, job.in_path, &err) != TERN_OK) {
+        tern_cli_fail("quantize", &err);
         return TERN_EXIT_USAGE;
     }
-    tern_error err = {0};
     tern_status st = quantize(pos[0], &job, &err);
     free(job.tensors);
     return st == TERN_OK ? TERN_EXIT_OK : tern_cli_fail("quantize", &err);

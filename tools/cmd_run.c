@@ -1,12 +1,13 @@
 /*
  * tern run -m MODEL -p PROMPT [-n N] [--seed S] [--json] : one-shot generation for scripts.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools/cli.h"
+#include "tools/interrupt.h"
+#include "tools/output.h"
 
 static const char run_head[] =
     "usage: tern run -m MODEL (-p PROMPT | -f FILE) [-n N] [options]\n\n"
@@ -22,8 +23,8 @@ static const char run_head[] =
 
 static void print_text(void *user, const char *text, size_t len) {
     (void)user;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
+    if (!tern_out_write(text, len))
+        tern_cli_interrupted = 1; /* nobody reads the rest: stop; main reports the failed write */
 }
 
 static void collect_text(void *user, const char *text, size_t len) {
@@ -71,22 +72,21 @@ int tern_cmd_run(int argc, char **argv) {
         return TERN_EXIT_USAGE;
     }
     if (!prompt == !file) {
-        fprintf(stderr, "tern run: give the prompt with -p TEXT or -f FILE\n");
+        fprintf(stderr, prompt ? "tern run: give the prompt with -p TEXT or -f FILE, not both\n"
+                               : "tern run: give the prompt with -p TEXT or -f FILE\n");
         return TERN_EXIT_USAGE;
     }
     char *file_text = NULL;
     size_t prompt_len = prompt ? strlen(prompt) : 0;
-    if (file && !(prompt = file_text = !strcmp(file, "-") ? tern_cli_read_stream(stdin, &prompt_len)
-                                                          : tern_cli_read_file(file, &prompt_len))) {
-        fprintf(stderr, "tern run: cannot read '%s': %s%s\n", file, strerror(errno),
-                errno == EFBIG ? " (prompt files are limited to 1 GiB)" : "");
-        return TERN_EXIT_FAIL;
-    }
+    if (file && !(prompt = file_text = tern_cli_read_file(!strcmp(file, "-") ? "/dev/stdin" : file, &prompt_len)))
+        return tern_cli_read_failed("run", file);
     tern_model *model = NULL;
     tern_context *ctx = NULL;
     tern_sampler *sampler = NULL;
     int32_t *tokens = NULL, *generated = NULL;
     tern_cli_text text = {0};
+    tern_cli_catch_interrupt();
+    o.ctx.abort_flag = &tern_cli_interrupted;
     int rc = tern_run_setup("run", &o, &model, &ctx);
     if (rc != TERN_EXIT_OK)
         goto done;
@@ -134,6 +134,7 @@ int tern_cmd_run(int argc, char **argv) {
     gp.n_stop = g.n_stops;
     gp.chat_stops = chat;
     gp.special = g.special;
+    gp.abort_flag = &tern_cli_interrupted;
     gp.on_text = json ? collect_text : print_text;
     gp.user = &text;
     gp.tokens = generated;
@@ -168,6 +169,8 @@ int tern_cmd_run(int argc, char **argv) {
         fprintf(stderr, "tern run: the context (%zu tokens) is full: generation stops there (tern chat goes on); "
                         "raise -c for longer output\n",
                 n_ctx);
+    if (gs.stop == TERN_STOP_INTERRUPT && tern_out_ok())
+        rc = TERN_EXIT_INTERRUPTED; /* the output is complete as far as it went, but shorter than asked */
 done:
     free(text.data);
     free(tokens);

@@ -25,8 +25,9 @@
 /* Elements one thread converts per pass: a pass takes tens of milliseconds for K-quants. */
 #define PASS_ELEMENTS_PER_THREAD ((int64_t)1 << 20)
 
-/* Set by SIGINT/SIGTERM while a file is being written; checked between passes. A signal handler
- * can only reach a global. */
+/* Set by SIGINT, SIGTERM, SIGHUP or SIGQUIT while a file is being written; checked between
+ * passes, so the temporary file is removed before the command exits. A signal handler can only
+ * reach a global. */
 static volatile sig_atomic_t interrupted;
 
 static void on_signal(int sig) {
@@ -49,6 +50,29 @@ int tern_convert_default_threads(void) {
 bool tern_convert_same_file(const char *a, const char *b) {
     struct stat sa, sb;
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static const char *file_kind(mode_t mode) {
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+           : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
+tern_status tern_convert_check_out(const char *out, const char *in, tern_error *err) {
+    struct stat st;
+    if (lstat(out, &st) != 0)
+        return errno == ENOENT ? TERN_OK
+                               : tern_error_set(err, TERN_ERR_IO, "cannot use OUT '%s': %s", out, strerror(errno));
+    if (in && (!strcmp(in, out) || tern_convert_same_file(in, out)))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "OUT '%s' is the input file; refusing to overwrite it", out);
+    /* The rename would replace the link itself, not the file it names: whichever the user meant,
+     * the other would be a surprise. */
+    if (S_ISLNK(st.st_mode))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "OUT '%s' is a symbolic link; give the file it points to, or remove the link", out);
+    if (!S_ISREG(st.st_mode))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "OUT '%s' is %s; refusing to replace it", out,
+                              file_kind(st.st_mode));
+    return TERN_OK;
 }
 
 static int64_t tensor_rows(const tern_convert_tensor *t) {
@@ -281,6 +305,19 @@ tern_status tern_convert_run(tern_convert_job *job, tern_gguf_writer *w, double 
     if (!tmp)
         return tern_error_set(err, TERN_ERR_NOMEM, "out of memory for a file name");
     snprintf(tmp, len + 32, "%s.tmp.%ld", job->out_path, (long)getpid());
+
+    /* Handlers before the file exists, so no signal that can be caught finds it unguarded. SIGXFSZ
+     * (a file size limit) is ignored: the write then fails with EFBIG, which the error names. */
+    static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    struct sigaction on = {.sa_handler = on_signal, .sa_flags = SA_RESTART}, ignore = {.sa_handler = SIG_IGN};
+    struct sigaction old[sizeof caught / sizeof caught[0]], old_xfsz;
+    sigemptyset(&on.sa_mask);
+    sigemptyset(&ignore.sa_mask);
+    interrupted = 0;
+    for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
+        sigaction(caught[i], &on, &old[i]);
+    sigaction(SIGXFSZ, &ignore, &old_xfsz);
+
     /* O_EXCL: never write through a file or link someone else left under this name */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
@@ -290,29 +327,28 @@ tern_status tern_convert_run(tern_convert_job *job, tern_gguf_writer *w, double 
             close(fd);
             unlink(tmp);
         }
-        free(tmp);
-        return st;
+    } else {
+        st = write_all(job, w, f, total, err);
+        /* the data must be on disk before the name points at it, or a crash could leave a torn OUT */
+        if (st == TERN_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+            st = tern_error_set(err, TERN_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+        if (fclose(f) != 0 && st == TERN_OK)
+            st = tern_error_set(err, TERN_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+        if (st == TERN_OK && interrupted) /* a signal after the last pass */
+            st = tern_error_set(err, TERN_ERR_INTERRUPTED, "interrupted before '%s' was complete", job->out_path);
+        /* OUT may have become something else while the file was written: look again */
+        if (st == TERN_OK)
+            st = tern_convert_check_out(job->out_path, job->in_path, err);
+        if (st == TERN_OK && rename(tmp, job->out_path) != 0)
+            st = tern_error_set(err, TERN_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, job->out_path,
+                                strerror(errno));
+        if (st != TERN_OK)
+            unlink(tmp);
     }
 
-    struct sigaction on = {.sa_handler = on_signal, .sa_flags = SA_RESTART}, old_int, old_term;
-    sigemptyset(&on.sa_mask);
-    interrupted = 0;
-    sigaction(SIGINT, &on, &old_int);
-    sigaction(SIGTERM, &on, &old_term);
-
-    st = write_all(job, w, f, total, err);
-    /* the data must be on disk before the name points at it, or a crash could leave a torn OUT */
-    if (st == TERN_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        st = tern_error_set(err, TERN_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
-    if (fclose(f) != 0 && st == TERN_OK)
-        st = tern_error_set(err, TERN_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
-    if (st == TERN_OK && rename(tmp, job->out_path) != 0)
-        st = tern_error_set(err, TERN_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, job->out_path, strerror(errno));
-    if (st != TERN_OK)
-        unlink(tmp);
-
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    for (size_t i = 0; i < sizeof caught / sizeof caught[0]; i++)
+        sigaction(caught[i], &old[i], NULL);
+    sigaction(SIGXFSZ, &old_xfsz, NULL);
     free(tmp);
     *seconds = tern_now_s() - start;
     return st;

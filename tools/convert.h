@@ -35,6 +35,7 @@ typedef void (*tern_convert_fill_fn)(const void *user, const tern_convert_tensor
 typedef struct tern_convert_job {
     const char *cmd;      /* "quantize": names the progress bar and the summary */
     const char *out_path; /* written as "<out_path>.tmp.<pid>", renamed when complete */
+    const char *in_path;  /* the file OUT must not be (the input, mkmodel's --vocab), or NULL */
     tern_ftype ftype;
     int n_layer;     /* for the mixture's per-layer rules */
     int n_threads;   /* >= 1 */
@@ -46,8 +47,9 @@ typedef struct tern_convert_job {
 
 /* Chooses the types, adds the tensor infos and general.file_type / general.quantization_version
  * to w, writes the file, and returns the seconds it took in *seconds. On any error (a tensor it
- * cannot convert, NaN/inf in a row, a full disk, Ctrl-C) nothing is left at out_path or beside it
- * and the message names the tensor. A progress bar is drawn on stderr when it is a terminal. */
+ * cannot convert, NaN/inf in a row, a full disk, a file size limit, SIGINT, SIGTERM, SIGHUP or
+ * SIGQUIT) nothing is left at out_path or beside it and the message names the tensor. OUT is checked
+ * again (tern_convert_check_out) just before the rename. A progress bar is drawn on stderr when it is a terminal. */
 tern_status tern_convert_run(tern_convert_job *job, tern_gguf_writer *w, double *seconds, tern_error *err);
 
 /* Tensors by type, sizes before and after, bits per weight, time and speed. */
@@ -55,6 +57,10 @@ void tern_convert_print_summary(const tern_convert_job *job, double seconds, FIL
 
 /* True when both paths name one existing file (the same inode, through links too). */
 bool tern_convert_same_file(const char *a, const char *b);
+
+/* OUT may be a new name or an existing regular file other than in (which may be NULL). Refused:
+ * the input itself (by name or inode), a symbolic link, a directory, FIFO, device or socket. */
+tern_status tern_convert_check_out(const char *out, const char *in, tern_error *err);
 
 /* The default thread count: the online CPUs. */
 int tern_convert_default_threads(void);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tools/cli.h"
+#include "tools/output.h"
 
 typedef struct command {
     const char *name;
@@ -32,7 +33,8 @@ static void usage(FILE *f) {
         fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
 }
 
-int main(int argc, char **argv) {
+/* The command's exit status; main adds the check of everything written to stdout. */
+static int run_command(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return TERN_EXIT_USAGE;
@@ -51,4 +53,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tern: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return TERN_EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+    tern_out_guard_fds();
+    const int status = run_command(argc, argv);
+    return tern_out_finish(argc >= 2 ? argv[1] : NULL, status);
 }

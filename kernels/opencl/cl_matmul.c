@@ -26,9 +26,11 @@ tern_status tern_cl_matrix_upload(tern_cl *cl, uint32_t type, int64_t k, int64_t
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "a %lld x %lld %s matrix is not supported on OpenCL",
                               (long long)n_rows, (long long)k, tern_type_name(type));
     const int64_t per_part = (int64_t)(cl->split_bytes / row_bytes);
-    if (per_part < 1)
-        return tern_error_set(err, TERN_ERR_NOMEM, "one row of %zu bytes is over %s's allocation limit",
-                              row_bytes, cl->info.name);
+    if (per_part < 1) /* a limit of the device or of TERN_OPENCL_SPLIT, not a lack of memory */
+        return tern_error_set(err, TERN_ERR_BACKEND, "one row of %zu bytes is over the %s (%llu bytes)", row_bytes,
+                              cl->split_bytes < cl->info.max_alloc ? "split size TERN_OPENCL_SPLIT"
+                                                                   : "device's allocation limit",
+                              (unsigned long long)cl->split_bytes);
     const int n_parts = (int)((n_rows + per_part - 1) / per_part);
     tern_cl_matrix *w = calloc(1, sizeof *w + (size_t)n_parts * sizeof w->parts[0]);
     if (!w)

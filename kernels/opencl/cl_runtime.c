@@ -183,7 +183,8 @@ static tern_status walk_devices(const tern_cl_api *api, int want, tern_cl_device
     cl_uint n_platforms = 0;
     cl_int rc = api->GetPlatformIDs(16, platforms, &n_platforms);
     if (rc == -1001 || (rc == CL_SUCCESS && n_platforms == 0))
-        return tern_error_set(err, TERN_ERR_BACKEND, "no OpenCL platform (the ICD loader found no driver)");
+        return tern_error_set(err, TERN_ERR_BACKEND,
+                              "no OpenCL platform (the ICD loader found no driver, or could not load it)");
     if (rc != CL_SUCCESS)
         return tern_error_set(err, TERN_ERR_BACKEND, "no OpenCL platform (clGetPlatformIDs: %s)",
                               tern_cl_status_name(rc));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# reliability.md cases 1-28 through the tern command. Every bad model of tests/support/badmodel.c
+# docs/reliability.md cases 1-30 through the tern command. Every bad model of tests/support/badmodel.c
 # (written by tests/gen_bad_models.c) goes through `tern info`, `tern run` and `tern chat`, and
 # the container cases through `tern quantize`: exit status 1 (never a signal, never a hang),
 # exactly one line on stderr naming the problem, nothing on stdout, no output file left. Then the
@@ -21,13 +21,6 @@ fi
 . tests/support/checks.sh
 show() { sed 's/^/     /' "$@" | head -20; }
 
-# run TIMEOUT CMD...: runs CMD with a time limit; stdout in $tmp/out, stderr in $tmp/err, status in $rc.
-run() {
-    local t=$1
-    shift
-    timeout -k 5 "$t" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-    rc=$?
-}
 # sane DESC: the last command neither hung nor died of a signal.
 sane() {
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
@@ -144,9 +137,31 @@ rejected "25: a context of 131072 needs --force" "trained length 4096"
 # 27: a NaN in a weight block: --check-numerics names the layer; without it, still an error.
 f=$tmp/bad/27-nan-weight.gguf
 run 60 "$TERN" run -m "$f" -p "Once upon a time" -n 8 -t 1 --check-numerics
-failed_last "27: --check-numerics names the layer" "non-finite value (nan) in the residual stream of layer 1"
+failed_last "27: --check-numerics names the tensor and the layer" "non-finite value (nan) in the output of blk.1.ffn_down.weight of layer 1"
 run 60 "$TERN" run -m "$f" -p "Once upon a time" -n 8 -t 1
 failed_last "27: without the flag: still an error, no text" "non-finite value (nan) in the output head's input"
+
+# 29: a NaN or inf scale in a quantized block (Q4_K, Q6_K; the output head's too): --check-numerics
+# names the tensor whose product went non-finite, and the OpenCL backend (PoCL's CPU device here)
+# names the same one, at the same element.
+have_opencl=0
+"$TERN" info --devices 2>&1 | grep -q "no OpenCL platform" || have_opencl=1
+for name in 27-nan-weight $(cut -f1 "$tmp/manifest" | grep '^29-'); do
+    f=$tmp/bad/$name.gguf
+    word=$(grep "^$name"$'\t' "$tmp/manifest" | cut -f4)
+    [ "$name" = 27-nan-weight ] && word="in the output of blk.1.ffn_down.weight of layer 1"
+    run 60 "$TERN" run -m "$f" -p "Once upon a time" -n 4 -t 1 --backend cpu --check-numerics
+    failed_last "$name: --check-numerics on the CPU names '$word'" "$word"
+    grep -q "run with --check-numerics" "$tmp/err" && fail "$name: the hint to turn on --check-numerics, which is on"
+    cpu_says=$(tail -1 "$tmp/err")
+    if [ $have_opencl = 1 ]; then
+        TERN_OPENCL_ANY_DEVICE=1 XDG_CACHE_HOME=$tmp/cache run 120 "$TERN" run -m "$f" -p "Once upon a time" -n 4 -t 1 \
+            --backend opencl --check-numerics
+        [ "$(tail -1 "$tmp/err")" = "$cpu_says" ] && ok "$name: OpenCL names the same tensor" ||
+            { fail "$name: OpenCL says '$(tail -1 "$tmp/err")', the CPU '$cpu_says'"; }
+    fi
+done
+[ $have_opencl = 1 ] || echo "!!!! 29 on OpenCL skipped: no OpenCL platform"
 
 # ---- prompts and the context (23, 24) ------------------------------------------------------------
 head -c 4000 tests/data/gpl-3.txt >"$tmp/long.txt"

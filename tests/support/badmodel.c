@@ -1,5 +1,6 @@
 #include "tests/support/badmodel.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ typedef enum anchor {
 
 typedef enum op {
     OP_NONE = 0,
+    OP_U16,  /* write value as u16 (an fp16 block scale) */
     OP_U32,  /* write value as u32 */
     OP_U64,  /* write value as u64 */
     OP_ADD64, /* add value to the u64 there */
@@ -139,6 +141,7 @@ static int apply_patches(const test_bytes *good, const patch *ps, size_t n, test
     for (size_t i = 0; i < n; i++) {
         uint8_t *at = out->data + offs[i];
         switch (ps[i].op) {
+        case OP_U16: put_le(at, ps[i].value, 2); break;
         case OP_U32: put_le(at, ps[i].value, 4); break;
         case OP_U64: put_le(at, ps[i].value, 8); break;
         case OP_ADD64: put_le(at, get_le64(at) + ps[i].value, 8); break;
@@ -351,6 +354,29 @@ done:
     return rc;
 }
 
+/* Hyper-parameters that would give inf or garbage (case 30). */
+static int tw_arch_nul(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_str(w, "general.architecture", "llama\0xx", 8, NULL) ? -1 : 0;
+}
+static int tw_rope_factor_denormal(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_f32(w, "llama.rope.scaling.factor", 1e-40f, NULL) ? -1 : 0;
+}
+static int tw_rope_factor_negative(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_f32(w, "llama.rope.scaling.factor", -4.0f, NULL) ? -1 : 0;
+}
+static int tw_rope_factor_inf(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_f32(w, "llama.rope.scaling.factor", INFINITY, NULL) ? -1 : 0;
+}
+static int tw_rope_type_unknown(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_f32(w, "llama.rope.scaling.factor", 4.0f, NULL) ||
+                   tern_gguf_writer_set_str(w, "llama.rope.scaling.type", "longrope", 8, NULL)
+               ? -1
+               : 0;
+}
+static int tw_rope_type_number(tern_gguf_writer *w, const tern_gguf *g) {
+    return tern_gguf_writer_set_u32(w, "llama.rope.scaling.type", 1, NULL) ? -1 : 0;
+}
+
 /* ---- the table ---- */
 
 typedef struct case_impl {
@@ -438,10 +464,21 @@ static const case_impl impls[] = {
     {"20-byte-token-zz", {{0}}, tw_byte_zz, false},
     {"20-bpe-no-merges", {{0}}, tw_bpe_no_merges, false},
     {"21-template-code", {{0}}, tw_template_code, false},
+    {"30-arch-nul", {{0}}, tw_arch_nul, false},
+    {"30-rope-factor-denormal", {{0}}, tw_rope_factor_denormal, false},
+    {"30-rope-factor-negative", {{0}}, tw_rope_factor_negative, false},
+    {"30-rope-factor-inf", {{0}}, tw_rope_factor_inf, false},
+    {"30-rope-type-unknown", {{0}}, tw_rope_type_unknown, false},
+    {"30-rope-type-number", {{0}}, tw_rope_type_number, false},
+    {"30-huge-norm", {{AT_TENSOR_DATA, "blk.1.ffn_norm.weight", 8, OP_U32, 0x7f000000u, NULL}}, NULL, false},
     {"25-huge-model", {{0}}, NULL, true},
     {"27-nan-norm", {{AT_TENSOR_DATA, "blk.1.attn_norm.weight", 40, OP_U32, NAN_F32, NULL}}, NULL, false},
     /* fp16 NaN as the scale d of the first Q4_K block (dmin 0) */
     {"27-nan-weight", {{AT_TENSOR_DATA, "blk.1.ffn_down.weight", 0, OP_U32, 0x7e00u, NULL}}, NULL, false},
+    /* Q4_K: the block's fp16 d comes first; Q6_K: it is the last 2 of its 210 bytes. */
+    {"29-nan-q4k-scale", {{AT_TENSOR_DATA, "blk.0.ffn_gate.weight", 0, OP_U16, 0x7e00u, NULL}}, NULL, false},
+    {"29-inf-q6k-scale", {{AT_TENSOR_DATA, "blk.2.attn_v.weight", 208, OP_U16, 0x7c00u, NULL}}, NULL, false},
+    {"29-nan-output-scale", {{AT_TENSOR_DATA, "output.weight", 208, OP_U16, 0x7e00u, NULL}}, NULL, false},
 };
 
 #define R(st, w) TEST_BAD_REJECT, (st), (w)
@@ -502,9 +539,22 @@ const test_bad_model test_bad_models[] = {
     {20, "20-byte-token-zz", R(F, "<0xZZ>"), "byte token <0xZZ>"},
     {20, "20-bpe-no-merges", R(F, "merges"), "gpt2 vocabulary without merges"},
     {21, "21-template-code", TEST_BAD_LOADS, TERN_OK, "plain", "a Jinja template that runs a shell command"},
+    {30, "30-arch-nul", R(F, "holds a NUL byte"), "general.architecture 'llama\\0xx'"},
+    {30, "30-rope-factor-denormal", R(F, "rope scaling factor"), "rope.scaling.factor 1e-40 (1/factor is inf)"},
+    {30, "30-rope-factor-negative", R(F, "rope scaling factor -4"), "rope.scaling.factor -4"},
+    {30, "30-rope-factor-inf", R(F, "not a finite number"), "rope.scaling.factor inf"},
+    {30, "30-rope-type-unknown", R(TERN_ERR_UNSUPPORTED, "'longrope' is not supported"), "rope.scaling.type longrope"},
+    {30, "30-rope-type-number", R(F, "rope.scaling.type' is not a string"), "rope.scaling.type stored as u32"},
+    {30, "30-huge-norm", R(F, "blk.1.ffn_norm.weight' holds 1.7"), "1.7e38 in a norm weight"},
     {25, "25-huge-model", TEST_BAD_LOADS, TERN_OK, "not enough memory", "1 TiB of F32 weights (a sparse file)"},
     {27, "27-nan-norm", R(F, "blk.1.attn_norm.weight"), "a NaN in blk.1.attn_norm.weight"},
     {27, "27-nan-weight", TEST_BAD_LOADS, TERN_OK, "layer 1", "a NaN scale in a block of blk.1.ffn_down.weight"},
+    {29, "29-nan-q4k-scale", TEST_BAD_LOADS, TERN_OK, "the output of blk.0.ffn_gate.weight of layer 0",
+     "a NaN scale in a Q4_K block of blk.0.ffn_gate.weight"},
+    {29, "29-inf-q6k-scale", TEST_BAD_LOADS, TERN_OK, "the output of blk.2.attn_v.weight of layer 2",
+     "an inf scale in a Q6_K block of blk.2.attn_v.weight"},
+    {29, "29-nan-output-scale", TEST_BAD_LOADS, TERN_OK, "in the output of output.weight",
+     "a NaN scale in a Q6_K block of output.weight"},
 };
 #undef R
 #undef F

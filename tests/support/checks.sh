@@ -6,6 +6,8 @@
 #   has DESC REGEX [FILE]       pass when FILE ($tmp/out by default) has a line matching REGEX
 #   json DESC JQ-EXPR [ARGS...] pass when the jq expression (given ARGS, e.g. --arg) is true
 #                               on $tmp/out
+#   run TIMEOUT CMD...          run CMD with a time limit and stdin /dev/null; stdout in $tmp/out,
+#                               stderr in $tmp/err, its status in $rc
 #   suppress_pocl_leaks         LeakSanitizer (make asan) ignores PoCL's LLVM, which keeps its
 #                               allocations until exit on purpose; none of that is ours
 #   finish NAME                 the summary line; exits 1 when any check failed, else 0
@@ -51,6 +53,13 @@ json() {
         head -c 3000 "$tmp/out" | sed 's/^/     /'
         echo
     fi
+}
+
+run() {
+    local t=$1
+    shift
+    timeout -k 5 "$t" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
 }
 
 suppress_pocl_leaks() {
