@@ -15,6 +15,10 @@ typedef enum tern_arch {
     TERN_ARCH_LLAMA = 0,
     TERN_ARCH_QWEN2 = 1,
     TERN_ARCH_GEMMA3 = 2,
+    TERN_ARCH_QWEN3 = 3,
+    TERN_ARCH_GEMMA2 = 4,
+    TERN_ARCH_PHI3 = 5,
+    TERN_ARCH_GRANITE = 6,
 } tern_arch;
 
 typedef enum tern_activation {
@@ -42,12 +46,17 @@ typedef struct tern_hparams {
     float rope_freq_scale; /* 1 / scaling factor (global layers) */
     bool rope_neox;        /* pair (k, k + n_rot/2) instead of (2k, 2k+1) */
     float attn_scale;      /* multiplies q.k */
-    float embd_scale;      /* multiplies the input embedding (gemma3: sqrt(E)) */
+    float embd_scale;      /* multiplies the input embedding (gemma2/3: sqrt(E); granite: embedding_scale) */
+    float residual_scale;  /* multiplies each block's output before the residual add (granite; else 1) */
+    float logit_scale;     /* multiplies the logits (granite: 1 / logit_scale; else 1) */
+    float attn_softcap;    /* gemma2: scores become cap * tanh(score / cap) before softmax; 0 = none */
+    float final_softcap;   /* gemma2: the same on the logits; 0 = none */
     int64_t n_swa;         /* sliding window, 0 = none */
-    int swa_pattern;       /* layer il is local when il % pattern < pattern - 1 (gemma3: 6) */
+    int swa_pattern;       /* layer il is local when il % pattern < pattern - 1 (gemma3: 6, gemma2: 2) */
     tern_activation act;
-    bool post_norms; /* gemma3: post-attention and post-FFN norms */
-    bool qk_norm;    /* gemma3: per-head RMSNorm of q and k */
+    bool post_norms; /* gemma2/3: post-attention and post-FFN norms */
+    bool qk_norm;    /* gemma3, qwen3: per-head RMSNorm of q and k */
+    bool fused_qkv;  /* phi3: one attn_qkv tensor holding q, k and v; one ffn_up holding gate and up */
 } tern_hparams;
 
 /* Pointers into the GGUF tensor table; NULL where an optional tensor is absent. */
@@ -66,6 +75,9 @@ typedef struct tern_layer_weights {
     const tern_gguf_tensor *ffn_up;         /* [E, F] */
     const tern_gguf_tensor *ffn_down;       /* [F, E] */
     const tern_gguf_tensor *post_ffw_norm;  /* [E] (gemma3) */
+    /* phi3: wq, wk, wv point at row ranges of the file's attn_qkv [E, H*Dk + 2*Hk*Dk], and
+     * ffn_gate, ffn_up at the two halves of its ffn_up [E, 2F] (gate first); these are those views. */
+    tern_gguf_tensor views[5];
 } tern_layer_weights;
 
 typedef struct tern_model_weights {

@@ -404,7 +404,7 @@ static void rmsnorm_width(int64_t width) {
         g_ref.rmsnorm(width, sum + r * width, w, 1e-5f, want + r * width);
     cl_mem td = put(g_cl, t, sizeof(float) * (size_t)(width * rows));
     cl_mem sd = put(g_cl, x, sizeof(float) * (size_t)(width * rows));
-    tern_cl_add_rmsnorm(g_cl, td, sd, wd, width, rows, 1e-5f, yd);
+    tern_cl_add_rmsnorm(g_cl, td, 1.0f, sd, wd, width, rows, 1e-5f, yd);
     get(g_cl, sd, got, sizeof(float) * (size_t)(width * rows));
     assert_memory_equal(got, sum, sizeof(float) * (size_t)(width * rows));
     get(g_cl, yd, got, sizeof(float) * (size_t)(width * rows));
@@ -451,7 +451,7 @@ static void test_norm_then_product(void **state) {
     cl_mem oa = put(g_cl, NULL, sizeof a), ob = put(g_cl, NULL, sizeof b);
     for (int fused_add = 0; fused_add < 2; fused_add++) {
         if (fused_add)
-            tern_cl_add_rmsnorm(g_cl, td, xd, wd, k, m, 1e-5f, yd);
+            tern_cl_add_rmsnorm(g_cl, td, 1.0f, xd, wd, k, m, 1e-5f, yd);
         else
             tern_cl_rmsnorm(g_cl, xd, wd, k, m, 1e-5f, yd);
         tern_cl_matmul(g_cl, dev, yd, m, oa);
@@ -526,7 +526,7 @@ static void test_glu_add(void **state) {
     }
     /* add, add_bias over 4 rows of 250, copy of one row: exact */
     cl_mem gd = put(g_cl, g, sizeof(float) * (size_t)n);
-    tern_cl_add(g_cl, ud, n, gd);
+    tern_cl_add(g_cl, ud, n, 1.0f, gd);
     tern_cl_add_bias(g_cl, ud, 250, 4, gd);
     get(g_cl, gd, got, sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < n; i++)

@@ -22,16 +22,17 @@ void tern_cl_rmsnorm(tern_cl *cl, cl_mem x, cl_mem w, int64_t width, int64_t n_r
         tern_cl_x8_holds(cl, y, width, n_rows);
 }
 
-void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem y, cl_mem w, int64_t width, int64_t n_rows, float eps,
-                         cl_mem out) {
+void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, float scale, cl_mem y, cl_mem w, int64_t width, int64_t n_rows,
+                         float eps, cl_mem out) {
     const cl_int n = (cl_int)width;
     cl_mem x8 = tern_cl_x8_for(cl, width, n_rows);
     const cl_int use_x8 = x8 != NULL;
-    const tern_cl_arg args[] = {TERN_CL_ARG(y),   TERN_CL_ARG(t),   TERN_CL_ARG(w),  TERN_CL_ARG(n),
-                                TERN_CL_ARG(eps), TERN_CL_ARG(out), TERN_CL_ARG(x8), TERN_CL_ARG(use_x8)};
+    const tern_cl_arg args[] = {TERN_CL_ARG(y),   TERN_CL_ARG(t),   TERN_CL_ARG(w),      TERN_CL_ARG(n),
+                                TERN_CL_ARG(eps), TERN_CL_ARG(out), TERN_CL_ARG(x8),     TERN_CL_ARG(use_x8),
+                                TERN_CL_ARG(scale)};
     const size_t global[1] = {(size_t)n_rows * (size_t)cl->tune.norm_wgs},
                  local[1] = {(size_t)cl->tune.norm_wgs};
-    tern_cl_launch(cl, cl->add_rmsnorm, "add_rmsnorm", 8, args, 1, global, local,
+    tern_cl_launch(cl, cl->add_rmsnorm, "add_rmsnorm", 9, args, 1, global, local,
                    (uint64_t)(width * n_rows) * 16);
     if (x8)
         tern_cl_x8_holds(cl, out, width, n_rows);
@@ -159,11 +160,11 @@ void tern_cl_glu(tern_cl *cl, cl_mem gate, cl_mem up, int64_t n, bool gelu, cl_m
     tern_cl_launch(cl, cl->glu, "glu", 5, args, 1, global, local, (uint64_t)n * 12);
 }
 
-void tern_cl_add(tern_cl *cl, cl_mem x, int64_t n, cl_mem y) {
+void tern_cl_add(tern_cl *cl, cl_mem x, int64_t n, float scale, cl_mem y) {
     const cl_int nn = (cl_int)n;
-    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(y), TERN_CL_ARG(nn)};
+    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(y), TERN_CL_ARG(nn), TERN_CL_ARG(scale)};
     const size_t global[1] = {(size_t)n}, local[1] = {(size_t)cl->tune.ew_wgs};
-    tern_cl_launch(cl, cl->add, "add", 3, args, 1, global, local, (uint64_t)n * 12);
+    tern_cl_launch(cl, cl->add, "add", 4, args, 1, global, local, (uint64_t)n * 12);
 }
 
 void tern_cl_add_bias(tern_cl *cl, cl_mem b, int64_t width, int64_t m, cl_mem y) {
