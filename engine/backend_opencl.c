@@ -400,7 +400,8 @@ static void ocl_attention(tern_backend *be, const tern_buf *q, const tern_attn_p
         return;
     }
     const tern_cl_attn_shape s = {p->pos0,       p->n_tokens,   p->n_head,     p->n_head_kv, p->head_dim_k,
-                                  p->head_dim_v, b->kv.k_width, b->kv.v_width, p->window,    p->scale};
+                                  p->head_dim_v, b->kv.k_width, b->kv.v_width, p->window,    p->scale,
+                                  p->softcap};
     tern_cl_attention(b->cl, q->mem, b->k_cache[p->layer], b->v_cache[p->layer], &s, out->mem);
 }
 

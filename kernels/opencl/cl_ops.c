@@ -101,14 +101,14 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
         const cl_int p0 = (cl_int)s->pos0, nt = (cl_int)s->n_tokens, nh = (cl_int)s->n_head,
                      nkv = (cl_int)s->n_head_kv, dk = (cl_int)s->head_dim_k, dv = (cl_int)s->head_dim_v,
                      kw = (cl_int)s->k_width, vw = (cl_int)s->v_width, win = (cl_int)s->window;
-        const float scale = s->scale;
-        const tern_cl_arg args[] = {TERN_CL_ARG(q),     TERN_CL_ARG(kc), TERN_CL_ARG(vc), TERN_CL_ARG(out),
-                                    TERN_CL_ARG(p0),    TERN_CL_ARG(nt), TERN_CL_ARG(nh), TERN_CL_ARG(nkv),
-                                    TERN_CL_ARG(dk),    TERN_CL_ARG(dv), TERN_CL_ARG(kw), TERN_CL_ARG(vw),
-                                    TERN_CL_ARG(scale), TERN_CL_ARG(win)};
+        const float scale = s->scale, cap = s->softcap;
+        const tern_cl_arg args[] = {TERN_CL_ARG(q),     TERN_CL_ARG(kc),  TERN_CL_ARG(vc), TERN_CL_ARG(out),
+                                    TERN_CL_ARG(p0),    TERN_CL_ARG(nt),  TERN_CL_ARG(nh), TERN_CL_ARG(nkv),
+                                    TERN_CL_ARG(dk),    TERN_CL_ARG(dv),  TERN_CL_ARG(kw), TERN_CL_ARG(vw),
+                                    TERN_CL_ARG(scale), TERN_CL_ARG(win), TERN_CL_ARG(cap)};
         const size_t global[2] = {(size_t)s->n_head * 4 * (size_t)tq, (size_t)((s->n_tokens + tq - 1) / tq)};
         const size_t local[2] = {4 * (size_t)tq, 1};
-        tern_cl_launch(cl, cl->attention_tiled, "attention_tiled", 14, args, 2, global, local,
+        tern_cl_launch(cl, cl->attention_tiled, "attention_tiled", 15, args, 2, global, local,
                        (uint64_t)(s->n_tokens / tq + 1) *
                            (uint64_t)(keys * (s->k_width + s->v_width)) * 2 /
                            (uint64_t)(s->n_head / s->n_head_kv));
@@ -131,15 +131,15 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
     const cl_int p0 = (cl_int)s->pos0, nh = (cl_int)s->n_head, nkv = (cl_int)s->n_head_kv,
                  dk = (cl_int)s->head_dim_k, dv = (cl_int)s->head_dim_v, kw = (cl_int)s->k_width,
                  vw = (cl_int)s->v_width, win = (cl_int)s->window, ns = n_splits;
-    const float scale = s->scale;
+    const float scale = s->scale, cap = s->softcap;
     const tern_cl_arg args[] = {TERN_CL_ARG(q),  TERN_CL_ARG(kc), TERN_CL_ARG(vc),  TERN_CL_ARG(out),
                                 TERN_CL_ARG(p0), TERN_CL_ARG(nh), TERN_CL_ARG(nkv), TERN_CL_ARG(dk),
                                 TERN_CL_ARG(dv), TERN_CL_ARG(kw), TERN_CL_ARG(vw),  TERN_CL_ARG(scale),
                                 TERN_CL_ARG(win), TERN_CL_ARG(span), TERN_CL_ARG(part), TERN_CL_ARG(x8),
-                                TERN_CL_ARG(use_x8)};
+                                TERN_CL_ARG(use_x8), TERN_CL_ARG(cap)};
     const size_t global[3] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)n_splits, (size_t)s->n_tokens};
     const size_t local[3] = {(size_t)cl->tune.att_wgs, 1, 1};
-    tern_cl_launch(cl, cl->attention, "attention", 17, args, 3, global, local,
+    tern_cl_launch(cl, cl->attention, "attention", 18, args, 3, global, local,
                    (uint64_t)(s->n_tokens * keys * (s->k_width + s->v_width)) * 2 / (uint64_t)(s->n_head / s->n_head_kv));
     if (n_splits > 1) {
         const tern_cl_arg margs[] = {TERN_CL_ARG(part), TERN_CL_ARG(ns), TERN_CL_ARG(nh),    TERN_CL_ARG(dv),

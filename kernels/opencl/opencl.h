@@ -180,6 +180,7 @@ void tern_cl_rope_kv(tern_cl *cl, const tern_cl_rope_kv_args *a);
 typedef struct tern_cl_attn_shape {
     int64_t pos0, n_tokens, n_head, n_head_kv, head_dim_k, head_dim_v, k_width, v_width, window;
     float scale;
+    float softcap; /* > 0: scores soft-capped (gemma2); 0: none */
 } tern_cl_attn_shape;
 /* Causal (and sliding-window) attention of n_tokens queries over one layer's FP16 cache. */
 void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out);
