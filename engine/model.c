@@ -5,6 +5,7 @@
 #include "engine/model.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +17,60 @@ static const char *const arch_names[] = {"llama", "qwen2", "gemma3", "qwen3", "g
 
 const char *tern_arch_name(tern_arch arch) {
     return (int)arch >= 0 && (int)arch < N_ARCHS ? arch_names[arch] : "unknown";
+}
+
+/* Appends "; "-separated items to a fixed buffer, dropping what does not fit. */
+typedef struct feature_list {
+    char *buf;
+    size_t cap, used;
+} feature_list;
+
+static void feature(feature_list *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void feature(feature_list *l, const char *fmt, ...) {
+    char item[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(item, sizeof item, fmt, ap);
+    va_end(ap);
+    const int n = snprintf(l->buf + l->used, l->cap - l->used, "%s%s", l->used ? "; " : "", item);
+    if (n > 0 && (size_t)n < l->cap - l->used)
+        l->used += (size_t)n;
+    else
+        l->buf[l->used] = 0;
+}
+
+void tern_hparams_features(const tern_hparams *hp, char *buf, size_t cap) {
+    feature_list l = {buf, cap, 0};
+    buf[0] = 0;
+    if (hp->rope_neox)
+        feature(&l, "NeoX rope");
+    if (hp->n_rot < hp->head_dim_k)
+        feature(&l, "partial rotary (%lld of %lld dims)", (long long)hp->n_rot, (long long)hp->head_dim_k);
+    if (hp->n_head * hp->head_dim_k != hp->n_embd)
+        feature(&l, "heads x head size %lld != embedding", (long long)(hp->n_head * hp->head_dim_k));
+    if (hp->qk_norm)
+        feature(&l, "q/k norms per head");
+    if (hp->post_norms)
+        feature(&l, "post-attention and post-FFN norms");
+    if (hp->fused_qkv)
+        feature(&l, "fused attn_qkv and ffn_up");
+    if (hp->n_swa > 0)
+        feature(&l, "sliding window %lld on %d of %d layers", (long long)hp->n_swa, hp->swa_pattern - 1,
+                hp->swa_pattern);
+    if (hp->attn_softcap > 0)
+        feature(&l, "attention soft-cap %g", (double)hp->attn_softcap);
+    if (hp->final_softcap > 0)
+        feature(&l, "final soft-cap %g", (double)hp->final_softcap);
+    if (hp->embd_scale != 1.0f)
+        feature(&l, "embedding x %g", (double)hp->embd_scale);
+    if (hp->residual_scale != 1.0f)
+        feature(&l, "residual x %g", (double)hp->residual_scale);
+    if (fabsf(hp->attn_scale * sqrtf((float)hp->head_dim_k) - 1.0f) > 1e-6f)
+        feature(&l, "attention scale %g", (double)hp->attn_scale);
+    if (hp->logit_scale != 1.0f)
+        feature(&l, "logits / %g", (double)(1.0f / hp->logit_scale));
+    if (hp->act == TERN_ACT_GELU)
+        feature(&l, "GELU (tanh) gate");
 }
 
 /* Sane upper bounds: anything above is a corrupt or hostile file, not a model. */

@@ -106,6 +106,7 @@ struct tern_model {
     int64_t load_us;           /* open + validate + bind */
     char warning[256];         /* load-time warnings (e.g. F16 weights) or "" */
     char tokenizer_desc[64];   /* "llama", "gpt2 (smollm)" */
+    char features[256];        /* tern_hparams_features */
 };
 typedef struct tern_model tern_model;
 
@@ -121,6 +122,9 @@ tern_status tern_model_bind(const tern_gguf *g, const tern_hparams *hp, tern_mod
 void tern_model_weights_free(tern_model_weights *w);
 
 const char *tern_arch_name(tern_arch arch);
+/* What the hyper-parameters set apart from plain llama, for `tern info`: "NeoX rope; q/k norms per
+ * head; sliding window 4096 on 5 of 6 layers; ...", "" for none. */
+void tern_hparams_features(const tern_hparams *hp, char *buf, size_t cap);
 /* Short summary of the quant mix: "Q4_K 25, Q6_K 5, F32 9". */
 void tern_model_quant_mix(const tern_model *m, char *buf, size_t cap);
 /* True when F16/F32/BF16 make up most of the weight bytes (the 5x pitfall). */
