@@ -24,6 +24,7 @@
 
 #include "tern.h"
 #include "tests/support/json.h"
+#include "tests/support/logits.h"
 
 #define ARCH_DIR "tests/golden/arch/"
 #define MAX_TOKENS 128
@@ -37,32 +38,15 @@ typedef struct run_target {
     const char *isa; /* CPU path, or NULL on OpenCL */
 } run_target;
 
-static int rank_of(const float *logits, int64_t n_vocab, int32_t token) {
-    int r = 0;
-    for (int64_t i = 0; i < n_vocab; i++)
-        if (logits[i] > logits[token] || (logits[i] == logits[token] && i < token))
-            r++;
-    return r;
-}
-
-static int32_t argmax(const float *logits, int64_t n_vocab) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n_vocab; i++)
-        if (logits[i] > logits[best])
-            best = (int32_t)i;
-    return best;
-}
-
-/* Checks one position against its top-10 entry; returns whether our top-1 is the reference's. */
 static bool check_position(const char *what, const float *ours, int64_t n_vocab, const test_json *top10,
                            int64_t pos) {
     const test_json *first = test_json_at(top10, 0), *second = test_json_at(top10, 1);
     const int32_t ref_top = (int32_t)test_json_at(first, 0)->number;
     const double margin = test_json_at(first, 1)->number - test_json_at(second, 1)->number;
-    const int r = rank_of(ours, n_vocab, ref_top);
+    const int r = test_logit_rank(ours, n_vocab, ref_top);
     if (r >= 3)
         fail_msg("%s position %lld: reference top-1 %d is our rank %d", what, (long long)pos, ref_top, r);
-    const int32_t top = argmax(ours, n_vocab);
+    const int32_t top = test_logit_argmax(ours, n_vocab);
     if (margin > 0.5 && top != ref_top && ours[top] - ours[ref_top] >= 0.5f)
         fail_msg("%s position %lld: our top-1 %d differs from the reference %d (margin %.3f, ours %.3f)", what,
                  (long long)pos, top, ref_top, margin, ours[top] - ours[ref_top]);
@@ -147,8 +131,8 @@ static bool run_case(tern_model *m, const test_json *ref, const char *name, int 
                   agree, (long long)n);
     if (rel > 0.03)
         fail_msg("%s: last-logit RMS error / stddev %.4f > 0.03", what, rel);
-    if (argmax(last, n_vocab) != ref_argmax(ref_last, n_vocab))
-        fail_msg("%s: last top-1 %d, the reference's %d", what, argmax(last, n_vocab), ref_argmax(ref_last, n_vocab));
+    if (test_logit_argmax(last, n_vocab) != ref_argmax(ref_last, n_vocab))
+        fail_msg("%s: last top-1 %d, the reference's %d", what, test_logit_argmax(last, n_vocab), ref_argmax(ref_last, n_vocab));
     *worst = rel > *worst ? rel : *worst;
     tern_context_free(ctx);
     return true;
