@@ -78,8 +78,8 @@ typedef struct tern_cpu_kernels {
                  const float *restrict cos_sin, int neox);
     tern_attn_head_fn attn_head;
     tern_attn_rows_fn attn_rows; /* optional (NULL: attn_head per query) */
-    tern_attn_capped_fn attn_capped; /* the reference's on every path: gemma2's attention is a small
-                                      * share of its time, and the cap's tanh is scalar */
+    tern_attn_capped_fn attn_capped; /* one query at a time (no attn_rows form): one scalar tanh per
+                                      * key beside the dk-long product */
     /* out = silu(gate) * up ;  out = gelu_tanh(gate) * up. out may equal gate (elementwise). */
     void (*silu_mul)(int64_t n, const float *gate, const float *up, float *out);
     void (*gelu_mul)(int64_t n, const float *gate, const float *up, float *out);
