@@ -162,6 +162,7 @@ static tern_status load_from(tern_model *m, const char *label, int64_t t0, tern_
         return printable_error(err, st);
     }
     read_name(m, label);
+    tern_hparams_features(&m->hp, m->features, sizeof m->features);
     const char *pre = tern_tokenizer_pre_name(m->tokenizer);
     snprintf(m->tokenizer_desc, sizeof m->tokenizer_desc, "%s%s%s%s", tern_tokenizer_model_name(m->tokenizer),
              pre && pre[0] ? " (" : "", pre && pre[0] ? pre : "", pre && pre[0] ? ")" : "");
@@ -267,6 +268,7 @@ void tern_model_get_info(const tern_model *m, tern_model_info *info) {
     tern_model_quant_mix(m, info->quant_mix, sizeof info->quant_mix);
     info->weights_are_float = tern_model_weights_are_float(m);
     info->tied_output = m->w.tied_output;
+    info->features = m->features;
     info->tokenizer = m->tokenizer_desc;
     info->default_system = m->default_system;
     info->chat_format = tern_chat_format_name(m->chat_format);

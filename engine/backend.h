@@ -36,6 +36,7 @@ typedef struct tern_attn_params {
     int64_t n_head, n_head_kv, head_dim_k, head_dim_v;
     float scale;
     int64_t window; /* 0 = full causal; else keys with pos - key_pos >= window are masked */
+    float softcap;  /* > 0: scores become softcap * tanh(score / softcap) before softmax (gemma2) */
 } tern_attn_params;
 
 typedef struct tern_rope_params {
@@ -84,8 +85,8 @@ typedef struct tern_backend_ops {
     /* out = act(gate) * up over n floats */
     void (*glu)(tern_backend *be, const tern_buf *gate, const tern_buf *up, int64_t n, tern_activation act,
                 tern_buf *out);
-    /* y += x over n floats */
-    void (*add)(tern_backend *be, const tern_buf *x, int64_t n, tern_buf *y);
+    /* y += scale * x over n floats (scale 1 but for granite's residual scale) */
+    void (*add)(tern_backend *be, const tern_buf *x, int64_t n, float scale, tern_buf *y);
     /* Copy row `row` of src (width floats per row) to row 0 of dst. */
     void (*copy_row)(tern_backend *be, const tern_buf *src, int64_t row, int64_t width, tern_buf *dst);
 

@@ -448,7 +448,7 @@ static void attention_run(void *arg, int ith, int nth) {
         }
         tern_attn_queries(&t->c->kernels, p->head_dim_k, p->head_dim_v, n, qs, first, n_kv,
                           kl + (size_t)(hk * p->head_dim_k), (size_t)s->k_width, vl + (size_t)(hk * p->head_dim_v),
-                          (size_t)s->v_width, p->scale, scores, outs);
+                          (size_t)s->v_width, p->scale, p->softcap, scores, outs);
     }
 }
 
@@ -471,7 +471,8 @@ typedef struct ew_task {
     const float *a, *b;
     float *y;
     int64_t n;
-    int op; /* 0 silu-glu, 1 gelu-glu, 2 add */
+    int op;      /* 0 silu-glu, 1 gelu-glu, 2 add */
+    float scale; /* of add */
 } ew_task;
 
 /* Elementwise ops run in a few nanoseconds per element: a task gets at least this many. */
@@ -487,8 +488,10 @@ static void elementwise_run(void *arg, int ith, int nth) {
         t->c->kernels.silu_mul(hi - lo, t->a + lo, t->b + lo, t->y + lo);
     else if (t->op == 1)
         t->c->kernels.gelu_mul(hi - lo, t->a + lo, t->b + lo, t->y + lo);
-    else
+    else if (t->scale == 1.0f)
         t->c->kernels.add(hi - lo, t->a + lo, t->y + lo);
+    else
+        t->c->kernels.add_scaled(hi - lo, t->a + lo, t->scale, t->y + lo);
 }
 
 static void cpu_glu(tern_backend *be, const tern_buf *gate, const tern_buf *up, int64_t n, tern_activation act,
@@ -497,16 +500,16 @@ static void cpu_glu(tern_backend *be, const tern_buf *gate, const tern_buf *up, 
     if (c->failed)
         return;
     c->act_valid = false;
-    ew_task t = {c, gate->data, up->data, out->data, n, act == TERN_ACT_GELU ? 1 : 0};
+    ew_task t = {c, gate->data, up->data, out->data, n, act == TERN_ACT_GELU ? 1 : 0, 1.0f};
     tern_threadpool_run_tasks(c->pool, elementwise_run, &t, tasks_for(c, n, EW_TASK_ELEMENTS));
 }
 
-static void cpu_add(tern_backend *be, const tern_buf *x, int64_t n, tern_buf *y) {
+static void cpu_add(tern_backend *be, const tern_buf *x, int64_t n, float scale, tern_buf *y) {
     cpu_backend *c = cpu(be);
     if (c->failed)
         return;
     c->act_valid = false;
-    ew_task t = {c, x->data, NULL, y->data, n, 2};
+    ew_task t = {c, x->data, NULL, y->data, n, 2, scale};
     tern_threadpool_run_tasks(c->pool, elementwise_run, &t, tasks_for(c, n, EW_TASK_ELEMENTS));
 }
 

@@ -71,7 +71,8 @@ typedef struct ocl_backend {
         tern_buf *y[3];
         const tern_cl_matrix *w[3];
         int n_w;
-        int64_t n; /* floats of the add */
+        int64_t n;   /* floats of the add */
+        float scale; /* of the add */
         tern_buf *rope_x[2]; /* q, then k */
         int64_t rope_heads[2];
         int n_rope;
@@ -98,7 +99,7 @@ static void fail(ocl_backend *b, tern_status st, const char *msg) {
 /* Launches what is held, if anything. Every op starts with this, unless it joins the held work. */
 static void flush(ocl_backend *b) {
     if (b->held.kind == HELD_ADD) {
-        tern_cl_add(b->cl, b->held.x->mem, b->held.n, b->held.y[0]->mem);
+        tern_cl_add(b->cl, b->held.x->mem, b->held.n, b->held.scale, b->held.y[0]->mem);
     } else if (b->held.kind == HELD_MATVEC) {
         cl_mem y[3];
         for (int i = 0; i < b->held.n_w; i++)
@@ -264,7 +265,8 @@ static void ocl_rmsnorm(tern_backend *be, const tern_buf *x, const tern_weight *
                         tern_buf *y) {
     ocl_backend *b = ocl(be);
     if (b->held.kind == HELD_ADD && b->held.y[0] == x && b->held.n == n_rows * w->k) {
-        tern_cl_add_rmsnorm(b->cl, b->held.x->mem, x->mem, w->m->parts[0].mem, w->k, n_rows, eps, y->mem);
+        tern_cl_add_rmsnorm(b->cl, b->held.x->mem, b->held.scale, x->mem, w->m->parts[0].mem, w->k, n_rows, eps,
+                            y->mem);
         b->held.kind = HELD_NONE;
         return;
     }
@@ -402,7 +404,8 @@ static void ocl_attention(tern_backend *be, const tern_buf *q, const tern_attn_p
         return;
     }
     const tern_cl_attn_shape s = {p->pos0,       p->n_tokens,   p->n_head,     p->n_head_kv, p->head_dim_k,
-                                  p->head_dim_v, b->kv.k_width, b->kv.v_width, p->window,    p->scale};
+                                  p->head_dim_v, b->kv.k_width, b->kv.v_width, p->window,    p->scale,
+                                  p->softcap};
     tern_cl_attention(b->cl, q->mem, b->k_cache[p->layer], b->v_cache[p->layer], &s, out->mem);
 }
 
@@ -419,13 +422,14 @@ static void ocl_glu(tern_backend *be, const tern_buf *gate, const tern_buf *up, 
     tern_cl_glu(ocl(be)->cl, gate->mem, up->mem, n, act == TERN_ACT_GELU, out->mem);
 }
 
-static void ocl_add(tern_backend *be, const tern_buf *x, int64_t n, tern_buf *y) {
+static void ocl_add(tern_backend *be, const tern_buf *x, int64_t n, float scale, tern_buf *y) {
     ocl_backend *b = ocl(be);
     flush(b);
     b->held.kind = HELD_ADD;
     b->held.x = x;
     b->held.y[0] = y;
     b->held.n = n;
+    b->held.scale = scale;
 }
 
 static void ocl_copy_row(tern_backend *be, const tern_buf *src, int64_t row, int64_t width, tern_buf *dst) {

@@ -3,9 +3,9 @@
  *
  *   h = token_embd[tok] * embd_scale
  *   per layer: a = RMSNorm(h); q,k,v = W a (+b); [q/k norm]; RoPE; cache k,v;
- *              o = Wo Attn(q, K, V); [post norm]; h += o;
- *              f = RMSNorm(h); g = Wdown(act(Wgate f) * Wup f); [post norm]; h += g
- *   logits = W_out RMSNorm(h) (+b)
+ *              o = Wo Attn(q, K, V) [scores soft-capped]; [post norm]; h += o [* residual scale];
+ *              f = RMSNorm(h); g = Wdown(act(Wgate f) * Wup f); [post norm]; h += g [* residual scale]
+ *   logits = W_out RMSNorm(h) (+b) [* logit scale] [soft-capped]
  */
 #include "engine/forward.h"
 
@@ -231,6 +231,17 @@ static bool layer_is_local(const tern_hparams *hp, int64_t il) {
     return hp->n_swa > 0 && hp->swa_pattern > 0 && (il % hp->swa_pattern) < hp->swa_pattern - 1;
 }
 
+/* granite's logit scale and gemma2's final soft-cap, on the host: a pass over the logits just read
+ * back, the same on every backend (and cheap beside the output head that made them). */
+static void scale_logits(const tern_hparams *hp, float *logits, int64_t n) {
+    if (hp->logit_scale != 1.0f)
+        for (int64_t i = 0; i < n; i++)
+            logits[i] *= hp->logit_scale;
+    if (hp->final_softcap > 0)
+        for (int64_t i = 0; i < n; i++)
+            logits[i] = hp->final_softcap * tanhf(logits[i] / hp->final_softcap);
+}
+
 tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n, int64_t pos0, float *logits,
                               tern_error *err) {
     const tern_hparams *hp = &f->model->hp;
@@ -296,6 +307,7 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             .head_dim_v = hp->head_dim_v,
             .scale = hp->attn_scale,
             .window = local ? hp->n_swa : 0,
+            .softcap = hp->attn_softcap,
         };
         o->attention(be, f->q, &ap, f->attn);
         o->matmul(be, L->wo, f->attn, n, f->tmp);
@@ -305,7 +317,7 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             o->add_bias(be, L->bo, n, f->tmp);
         if (L->post_attn_norm)
             o->rmsnorm(be, f->tmp, L->post_attn_norm, n, hp->rms_eps, f->tmp);
-        o->add(be, f->tmp, n * E, f->x);
+        o->add(be, f->tmp, n * E, hp->residual_scale, f->x);
 
         o->rmsnorm(be, f->x, L->ffn_norm, n, hp->rms_eps, f->xn);
         o->matmul(be, L->ffn_gate, f->xn, n, f->gate);
@@ -318,7 +330,7 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             return st;
         if (L->post_ffw_norm)
             o->rmsnorm(be, f->tmp, L->post_ffw_norm, n, hp->rms_eps, f->tmp);
-        o->add(be, f->tmp, n * E, f->x);
+        o->add(be, f->tmp, n * E, hp->residual_scale, f->x);
         if (f->check_numerics && (st = check_finite(f, f->x, n * E, "the residual stream", il, err)) != TERN_OK)
             return st;
     }
@@ -343,6 +355,7 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
     st = o->read(be, f->logits, 0, rows * hp->n_vocab, logits, err);
     if (st != TERN_OK)
         return st;
+    scale_logits(hp, logits, rows * hp->n_vocab);
     for (int64_t i = 0; i < rows * hp->n_vocab; i++) /* every layer checked: the output head did it */
         if (!isfinite(logits[i]))
             return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite logit at position %lld%s%s",

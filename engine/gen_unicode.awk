@@ -1,4 +1,4 @@
-# Generates the Unicode class table the byte-level BPE pre-tokenizers need (\p{L}, \p{N}, \s).
+# Generates the Unicode class table the byte-level BPE pre-tokenizers need (\p{L}, \p{N}, \s, \p{P}).
 #
 #   awk -f engine/gen_unicode.awk /usr/share/unicode/PropList.txt /usr/share/unicode/UnicodeData.txt
 #
@@ -41,6 +41,7 @@ BEGIN {
     name[1] = "TERN_UC_LETTER"
     name[2] = "TERN_UC_NUMBER"
     name[3] = "TERN_UC_SPACE"
+    name[4] = "TERN_UC_PUNCT"
     run_class = 0
     n_ranges = 0
     print "/* Generated at build time by engine/gen_unicode.awk from Debian's unicode-data"
@@ -71,6 +72,7 @@ FNR == NR {
     if (cp in space) c = 3
     else if (cat ~ /^L/) c = 1
     else if (cat ~ /^N/) c = 2
+    else if (cat ~ /^P/) c = 4
     if ($2 ~ /, First>$/) { range_first = cp; next }
     if ($2 ~ /, Last>$/) { add(range_first, cp, c); next }
     add(cp, cp, c)

@@ -15,6 +15,10 @@ typedef enum tern_arch {
     TERN_ARCH_LLAMA = 0,
     TERN_ARCH_QWEN2 = 1,
     TERN_ARCH_GEMMA3 = 2,
+    TERN_ARCH_QWEN3 = 3,
+    TERN_ARCH_GEMMA2 = 4,
+    TERN_ARCH_PHI3 = 5,
+    TERN_ARCH_GRANITE = 6,
 } tern_arch;
 
 typedef enum tern_activation {
@@ -45,12 +49,17 @@ typedef struct tern_hparams {
     float rope_freq_scale; /* 1 / scaling factor (global layers) */
     bool rope_neox;        /* pair (k, k + n_rot/2) instead of (2k, 2k+1) */
     float attn_scale;      /* multiplies q.k */
-    float embd_scale;      /* multiplies the input embedding (gemma3: sqrt(E)) */
+    float embd_scale;      /* multiplies the input embedding (gemma2/3: sqrt(E); granite: embedding_scale) */
+    float residual_scale;  /* multiplies each block's output before the residual add (granite; else 1) */
+    float logit_scale;     /* multiplies the logits (granite: 1 / logit_scale; else 1) */
+    float attn_softcap;    /* gemma2: scores become cap * tanh(score / cap) before softmax; 0 = none */
+    float final_softcap;   /* gemma2: the same on the logits; 0 = none */
     int64_t n_swa;         /* sliding window, 0 = none */
-    int swa_pattern;       /* layer il is local when il % pattern < pattern - 1 (gemma3: 6) */
+    int swa_pattern;       /* layer il is local when il % pattern < pattern - 1 (gemma3: 6, gemma2: 2) */
     tern_activation act;
-    bool post_norms; /* gemma3: post-attention and post-FFN norms */
-    bool qk_norm;    /* gemma3: per-head RMSNorm of q and k */
+    bool post_norms; /* gemma2/3: post-attention and post-FFN norms */
+    bool qk_norm;    /* gemma3, qwen3: per-head RMSNorm of q and k */
+    bool fused_qkv;  /* phi3: one attn_qkv tensor holding q, k and v; one ffn_up holding gate and up */
 } tern_hparams;
 
 /* Pointers into the GGUF tensor table; NULL where an optional tensor is absent. */
@@ -69,6 +78,9 @@ typedef struct tern_layer_weights {
     const tern_gguf_tensor *ffn_up;         /* [E, F] */
     const tern_gguf_tensor *ffn_down;       /* [F, E] */
     const tern_gguf_tensor *post_ffw_norm;  /* [E] (gemma3) */
+    /* phi3: wq, wk, wv point at row ranges of the file's attn_qkv [E, H*Dk + 2*Hk*Dk], and
+     * ffn_gate, ffn_up at the two halves of its ffn_up [E, 2F] (gate first); these are those views. */
+    tern_gguf_tensor views[5];
 } tern_layer_weights;
 
 typedef struct tern_model_weights {
@@ -99,6 +111,7 @@ struct tern_model {
     int64_t load_us;           /* open + validate + bind */
     char warning[256];         /* load-time warnings (e.g. F16 weights) or "" */
     char tokenizer_desc[64];   /* "llama", "gpt2 (smollm)" */
+    char features[256];        /* tern_hparams_features */
 };
 typedef struct tern_model tern_model;
 
@@ -114,6 +127,9 @@ tern_status tern_model_bind(const tern_gguf *g, const tern_hparams *hp, tern_mod
 void tern_model_weights_free(tern_model_weights *w);
 
 const char *tern_arch_name(tern_arch arch);
+/* What the hyper-parameters set apart from plain llama, for `tern info`: "NeoX rope; q/k norms per
+ * head; sliding window 4096 on 5 of 6 layers; ...", "" for none. */
+void tern_hparams_features(const tern_hparams *hp, char *buf, size_t cap);
 /* Short summary of the quant mix: "Q4_K 25, Q6_K 5, F32 9". */
 void tern_model_quant_mix(const tern_model *m, char *buf, size_t cap);
 /* True when F16/F32/BF16 make up most of the weight bytes (the 5x pitfall). */

@@ -76,6 +76,9 @@ static const struct {
     {"gpt-2", TERN_PRE_GPT2},          {"default", TERN_PRE_GPT2},     {"llama3", TERN_PRE_LLAMA3},
     {"llama-bpe", TERN_PRE_LLAMA3},    {"qwen2", TERN_PRE_QWEN2},      {"smollm", TERN_PRE_STARCODER},
     {"starcoder", TERN_PRE_STARCODER}, {"refact", TERN_PRE_STARCODER},
+    /* the reference engine's aliases: the same expressions under the names these models' files use */
+    {"deepseek-r1-qwen", TERN_PRE_QWEN2}, {"olmo", TERN_PRE_GPT2},      {"exaone", TERN_PRE_STARCODER},
+    {"falcon", TERN_PRE_FALCON},
 };
 
 tern_status tern_tok_bpe_pre_from_name(const char *name, size_t len, tern_tok_pre *pre, tern_error *err) {
@@ -92,7 +95,7 @@ tern_status tern_tok_bpe_pre_from_name(const char *name, size_t len, tern_tok_pr
     return tern_error_set(
         err, TERN_ERR_UNSUPPORTED,
         "tokenizer: pre-tokenizer '%.*s' is not supported (tern knows gpt-2, default, llama3, "
-        "llama-bpe, qwen2, smollm, starcoder, refact)",
+        "llama-bpe, qwen2, deepseek-r1-qwen, smollm, starcoder, refact, olmo, exaone, falcon)",
         (int)(len < 64 ? len : 64), name);
 }
 
@@ -106,6 +109,8 @@ const char *tern_tok_bpe_pre_name(tern_tok_pre pre) {
         return "qwen2";
     case TERN_PRE_STARCODER:
         return "starcoder";
+    case TERN_PRE_FALCON:
+        return "falcon";
     }
     return "unknown";
 }
@@ -216,7 +221,7 @@ static bool is_newline(const cps_view *v, int32_t i) {
 }
 /* [^\s\p{L}\p{N}] */
 static bool is_other(const cps_view *v, int32_t i) {
-    return is_cls(v, i, TERN_UC_OTHER);
+    return is_cls(v, i, TERN_UC_OTHER) || is_cls(v, i, TERN_UC_PUNCT);
 }
 
 static int32_t run_of(const cps_view *v, int32_t i, tern_unicode_class c) {
@@ -316,6 +321,7 @@ static int32_t match_word(const tern_tokenizer *t, const cps_view *v, int32_t po
         return match_llama3(v, pos, 1);
     case TERN_PRE_GPT2:
     case TERN_PRE_STARCODER:
+    case TERN_PRE_FALCON:
         break;
     }
     return match_gpt2(v, pos);
@@ -375,6 +381,65 @@ static tern_status split_segment(const tern_tokenizer *t, const char *text, cons
     return TERN_OK;
 }
 
+/* falcon's first pattern, [\p{P}\$\+<=>\^~\|`]+: punctuation and these ASCII symbols. */
+static bool falcon_isolated(const cps_view *v, int32_t i) {
+    const uint32_t c = v->cp[i];
+    return v->cls[i] == TERN_UC_PUNCT || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' || c == '^' ||
+           c == '~' || c == '|' || c == '`';
+}
+
+/* Where the piece that starts at pos ends after the first of two patterns applied in turn:
+ * starcoder's \p{N} isolates each digit, falcon's punctuation pattern each run of it; the text
+ * between is a piece too. Other pre-tokenizers have one pattern: the whole text is one piece. */
+static int32_t first_pattern_end(const tern_tokenizer *t, const cps_view *v, int32_t pos) {
+    int32_t e = pos + 1;
+    if (t->pre == TERN_PRE_STARCODER) {
+        if (v->cls[pos] != TERN_UC_NUMBER)
+            while (e < v->end && v->cls[e] != TERN_UC_NUMBER)
+                e++;
+    } else if (t->pre == TERN_PRE_FALCON) {
+        const bool isolated = falcon_isolated(v, pos);
+        while (e < v->end && falcon_isolated(v, e) == isolated)
+            e++;
+    } else {
+        e = v->end;
+    }
+    return e;
+}
+
+typedef struct triples_ctx {
+    tern_tok_word_fn fn;
+    void *ctx;
+} triples_ctx;
+
+static bool ascii_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+/* falcon's last pattern, [0-9][0-9][0-9], over one word: each leftmost run of three ASCII digits
+ * becomes a word, and so does each stretch between them (ASCII digits are single bytes in UTF-8,
+ * so the word's bytes can be scanned). */
+static tern_status split_digit_triples(void *arg, const char *w, size_t n, tern_error *err) {
+    const triples_ctx *c = arg;
+    tern_status st = TERN_OK;
+    size_t start = 0;
+    for (size_t i = 0; i + 3 <= n && st == TERN_OK;) {
+        if (!(ascii_digit(w[i]) && ascii_digit(w[i + 1]) && ascii_digit(w[i + 2]))) {
+            i++;
+            continue;
+        }
+        if (i > start)
+            st = c->fn(c->ctx, w + start, i - start, err);
+        if (st == TERN_OK)
+            st = c->fn(c->ctx, w + i, 3, err);
+        i += 3;
+        start = i;
+    }
+    if (st == TERN_OK && start < n)
+        st = c->fn(c->ctx, w + start, n - start, err);
+    return st;
+}
+
 tern_status tern_tok_bpe_split(const tern_tokenizer *t, const char *text, size_t len, tern_tok_scratch *sc,
                                tern_tok_word_fn fn, void *ctx, tern_error *err) {
     if (len == 0)
@@ -393,16 +458,13 @@ tern_status tern_tok_bpe_split(const tern_tokenizer *t, const char *text, size_t
     }
     sc->offs[n] = (int32_t)len;
     const cps_view all = {sc->cps, sc->cls, n};
-    if (t->pre != TERN_PRE_STARCODER)
-        return split_segment(t, text, &all, 0, n, sc->offs, fn, ctx, err);
-    /* starcoder first isolates every digit (the pattern \p{N}), then applies the gpt-2 pattern
-     * to each piece separately. */
+    /* Each pattern of a sequence splits every piece the one before made, on its own. */
+    triples_ctx triples = {fn, ctx};
+    const bool falcon = t->pre == TERN_PRE_FALCON;
     for (int32_t pos = 0; pos < n && st == TERN_OK;) {
-        int32_t e = pos + 1;
-        if (all.cls[pos] != TERN_UC_NUMBER)
-            while (e < n && all.cls[e] != TERN_UC_NUMBER)
-                e++;
-        st = split_segment(t, text, &all, pos, e, sc->offs, fn, ctx, err);
+        const int32_t e = first_pattern_end(t, &all, pos);
+        st = split_segment(t, text, &all, pos, e, sc->offs, falcon ? split_digit_triples : fn,
+                           falcon ? (void *)&triples : ctx, err);
         pos = e;
     }
     return st;

@@ -33,7 +33,8 @@ typedef enum tern_tok_pre {
     TERN_PRE_GPT2,      /* gpt-2 / default */
     TERN_PRE_LLAMA3,    /* llama-bpe, llama3: case-insensitive contractions, digits by 3 */
     TERN_PRE_QWEN2,     /* the llama3 pattern with single digits */
-    TERN_PRE_STARCODER, /* smollm, starcoder, refact: every digit alone, then the gpt-2 pattern */
+    TERN_PRE_STARCODER, /* smollm, starcoder, refact, exaone: every digit alone, then the gpt-2 pattern */
+    TERN_PRE_FALCON,    /* runs of punctuation alone, then the gpt-2 pattern, then ASCII digits by 3 */
 } tern_tok_pre;
 
 typedef struct tern_tok_token {

@@ -17,6 +17,7 @@ typedef enum tern_unicode_class {
     TERN_UC_LETTER = 1,
     TERN_UC_NUMBER = 2,
     TERN_UC_SPACE = 3,
+    TERN_UC_PUNCT = 4, /* \p{P} (falcon's pattern); every other pattern counts it as OTHER */
 } tern_unicode_class;
 
 /* An inclusive range of code points of one class; the table is sorted and ranges are disjoint. */

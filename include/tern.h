@@ -67,6 +67,8 @@ typedef struct tern_model_info {
     char quant_mix[160];        /* "Q4_K x25, Q6_K x5, F32 x9" (largest share first) */
     bool weights_are_float;     /* F16/F32/BF16 hold most bytes: quantize it (tern quantize) */
     bool tied_output;
+    const char *features;       /* what sets the architecture apart from llama, "; "-separated:
+                                 * "q/k norms per head; NeoX rope", or "" */
     const char *tokenizer;      /* "spm" or "bpe (llama3)" ... */
     const char *chat_format;    /* "chatml", "llama3", "gemma", ... or "plain" */
     const char *chat_format_note; /* where it came from: "from the file's chat template", "no chat

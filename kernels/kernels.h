@@ -52,6 +52,12 @@ typedef void (*tern_attn_head_fn)(int64_t dk, int64_t dv, int64_t n_kv, const fl
  * floats. The results are attn_head's up to the order of f32 additions. NULL in a table:
  * tern_attn_queries calls attn_head per query. */
 #define TERN_ATTN_ROWS 4
+/* attn_head with the scores soft-capped before the softmax (gemma2):
+ * s_t = softcap * tanh(scale * q.k_t / softcap), softcap > 0. */
+typedef void (*tern_attn_capped_fn)(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
+                                    const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
+                                    size_t v_stride, float scale, float softcap, float *restrict scores,
+                                    float *restrict out);
 typedef void (*tern_attn_rows_fn)(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
                                   const int64_t n_kv[], const uint16_t *restrict k, size_t k_stride,
                                   const uint16_t *restrict v, size_t v_stride, float scale,
@@ -72,11 +78,14 @@ typedef struct tern_cpu_kernels {
                  const float *restrict cos_sin, int neox);
     tern_attn_head_fn attn_head;
     tern_attn_rows_fn attn_rows; /* optional (NULL: attn_head per query) */
+    tern_attn_capped_fn attn_capped; /* one query at a time (no attn_rows form): one scalar tanh per
+                                      * key beside the dk-long product */
     /* out = silu(gate) * up ;  out = gelu_tanh(gate) * up. out may equal gate (elementwise). */
     void (*silu_mul)(int64_t n, const float *gate, const float *up, float *out);
     void (*gelu_mul)(int64_t n, const float *gate, const float *up, float *out);
-    /* y += x */
+    /* y += x ;  y += s * x (granite's residual scale) */
     void (*add)(int64_t n, const float *restrict x, float *restrict y);
+    void (*add_scaled)(int64_t n, const float *restrict x, float s, float *restrict y);
     /* f32 -> f16 row (KV cache stores), f16 -> f32 row */
     void (*f32_to_f16)(int64_t n, const float *restrict x, uint16_t *restrict y);
     void (*f16_to_f32)(int64_t n, const uint16_t *restrict x, float *restrict y);
@@ -93,10 +102,12 @@ tern_status tern_cpu_kernels_init(tern_cpu_kernels *k, const char *force_isa, te
 void tern_cpu_kernels_ref(tern_cpu_kernels *k);
 
 /* Up to TERN_ATTN_ROWS queries of one KV head, as tern_attn_rows_fn says: through the table's
- * attn_rows, or attn_head per query where it has none. */
+ * attn_rows, or attn_head per query where it has none; with softcap > 0 through attn_capped per
+ * query. */
 void tern_attn_queries(const tern_cpu_kernels *k, int64_t dk, int64_t dv, int n_q, const float *const q[],
                        const int64_t first[], const int64_t n_kv[], const uint16_t *kc, size_t k_stride,
-                       const uint16_t *vc, size_t v_stride, float scale, float *scores, float *const out[]);
+                       const uint16_t *vc, size_t v_stride, float scale, float softcap, float *scores,
+                       float *const out[]);
 
 /* What the CPU offers, for `tern info --cpu` and bench records. */
 typedef struct tern_cpu_features {

@@ -21,6 +21,7 @@
 
 #include "tern.h"
 #include "tests/support/json.h"
+#include "tests/support/logits.h"
 
 #define GOLDEN "tests/golden/"
 
@@ -39,35 +40,18 @@ static int64_t load_tokens(const test_json *arr, int32_t *out, int64_t cap) {
     return n;
 }
 
-/* Rank of token among logits (0 = top). */
-static int rank_of(const float *logits, int64_t n_vocab, int32_t token) {
-    int r = 0;
-    for (int64_t i = 0; i < n_vocab; i++)
-        if (logits[i] > logits[token] || (logits[i] == logits[token] && i < token))
-            r++;
-    return r;
-}
-
-static int32_t argmax(const float *logits, int64_t n_vocab) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n_vocab; i++)
-        if (logits[i] > logits[best])
-            best = (int32_t)i;
-    return best;
-}
-
 static void check_position(const float *ours, int64_t n_vocab, const test_json *top10, int64_t pos) {
     const test_json *first = test_json_at(top10, 0), *second = test_json_at(top10, 1);
     int32_t ref_top = (int32_t)test_json_at(first, 0)->number;
     double margin = test_json_at(first, 1)->number - test_json_at(second, 1)->number;
-    int r = rank_of(ours, n_vocab, ref_top);
+    int r = test_logit_rank(ours, n_vocab, ref_top);
     if (r >= 3)
         fail_msg("position %lld: reference top-1 %d is our rank %d", (long long)pos, ref_top, r);
     /* where the reference's top-1 leads by more than 0.5 it must be ours, unless ours is a near-tie
      * with it on our side (within 0.5, as for the greedy steps below): activations rounded to 8
      * bits in other blocks than the reference's (the OpenCL int8 products) move single logits of
      * the tiny models by up to ~0.6 (tiny-q4km p1 position 2: 98.48 in f32, 97.88 in int8) */
-    const int32_t top = argmax(ours, n_vocab);
+    const int32_t top = test_logit_argmax(ours, n_vocab);
     if (margin > 0.5 && top != ref_top && ours[top] - ours[ref_top] >= 0.5f)
         fail_msg("position %lld: our top-1 %d differs from the reference %d (margin %.3f, ours %.3f)",
                  (long long)pos, top, ref_top, margin, ours[top] - ours[ref_top]);
@@ -147,7 +131,7 @@ static void run_case(const golden_case *gc, feed_mode mode) {
     for (size_t s = 0; s < greedy->len; s++) {
         int32_t want = (int32_t)test_json_at(greedy, s)->number;
         const float *l = tern_get_logits(ctx);
-        int32_t got = argmax(l, n_vocab);
+        int32_t got = test_logit_argmax(l, n_vocab);
         if (test_json_at(margins, s)->number < 0.5)
             break;
         if (got != want && l[got] - l[want] < 0.5f) {

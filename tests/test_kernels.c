@@ -597,10 +597,44 @@ static void test_rope(void **state) {
             }
 }
 
-/* One attention head against a double softmax(scale q.K) V. K and V rows are strided, the gap
- * filled with fp16 NaN that must not be read. Error model: a score is off by about
- * 2^-24 * scale * sum|q k| per term; the output then by that times max|v|, plus f32 rounding
- * of the weighted sum: tol = max|v| (1e-5 + 1e-6 * scale * max_t sum_d |q_d k_td|). A large
+/* The double oracle of one head: out[d] = sum_t p_t v_td with p = softmax(s), s_t = scale q.k_t,
+ * or softcap tanh(s_t / softcap) with softcap > 0. Returns max_t sum_d |q_d k_td| and sets *vmax
+ * = max |v| (the error model's inputs). p is scratch of n_kv. */
+static double attention_oracle(int64_t dk, int64_t dv, int64_t n_kv, const float *q, const uint16_t *kc,
+                               size_t k_stride, const uint16_t *vc, size_t v_stride, double scale, double softcap,
+                               double *p, double *want, double *vmax) {
+    double max = -INFINITY, sum = 0, qk_mag = 0;
+    *vmax = 0;
+    for (int64_t t = 0; t < n_kv; t++) {
+        double dot = 0, mag = 0;
+        for (int64_t d = 0; d < dk; d++) {
+            const double kv = tern_fp16_to_fp32(kc[t * k_stride + d]);
+            dot += q[d] * kv, mag += fabs(q[d] * kv);
+        }
+        p[t] = softcap > 0 ? softcap * tanh(scale * dot / softcap) : scale * dot;
+        if (p[t] > max)
+            max = p[t];
+        if (mag > qk_mag)
+            qk_mag = mag;
+        for (int64_t d = 0; d < dv; d++)
+            *vmax = fmax(*vmax, fabs(tern_fp16_to_fp32(vc[t * v_stride + d])));
+    }
+    for (int64_t t = 0; t < n_kv; t++)
+        p[t] = exp(p[t] - max), sum += p[t];
+    for (int64_t d = 0; d < dv; d++) {
+        want[d] = 0;
+        for (int64_t j = 0; j < n_kv; j++)
+            want[d] += p[j] / sum * tern_fp16_to_fp32(vc[j * v_stride + d]);
+    }
+    return qk_mag;
+}
+
+/* One attention head against the double oracle, plain (attn_head) and soft-capped (attn_capped,
+ * with a cap that bends most scores: 2 for the ordinary scale, 30 for the large one). K and V rows
+ * are strided, the gap filled with fp16 NaN that must not be read. Error model: a score is off by
+ * about 2^-24 * scale * sum|q k| per term (tanh's slope is at most 1, so the cap adds only its own
+ * rounding, a few ulp of the cap); the output then by that times max|v|, plus f32 rounding of the
+ * weighted sum: tol = max|v| (1e-5 + 1e-6 * (scale * max_t sum_d |q_d k_td| + cap)). A large
  * scale (scores in the hundreds) checks that the maximum is subtracted before exp. */
 static void test_attention(void **state) {
     const fixture *f = *state;
@@ -611,7 +645,7 @@ static void test_attention(void **state) {
     const size_t stride = MAXD + PAD;
     uint16_t *kc = malloc(MAXKV * stride * sizeof *kc), *vc = malloc(MAXKV * stride * sizeof *vc);
     float q[MAXD], out[MAXD], scores[MAXKV];
-    double p[MAXKV];
+    double p[MAXKV], want[MAXD];
     assert_true(kc && vc);
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
         for (size_t ni = 0; ni < 8; ni++)
@@ -629,35 +663,24 @@ static void test_attention(void **state) {
                 }
                 for (int64_t d = 0; d < dk; d++)
                     q[d] = rng_uniform(&r, -2, 2);
-
-                double max = -INFINITY, sum = 0, vmax = 0, qk_mag = 0;
-                for (int64_t t = 0; t < n_kv; t++) {
-                    double dot = 0, mag = 0;
-                    for (int64_t d = 0; d < dk; d++) {
-                        const double kv = tern_fp16_to_fp32(kc[t * k_stride + d]);
-                        dot += q[d] * kv, mag += fabs(q[d] * kv);
-                    }
-                    p[t] = scale * dot;
-                    if (p[t] > max)
-                        max = p[t];
-                    if (mag > qk_mag)
-                        qk_mag = mag;
-                    for (int64_t d = 0; d < dv; d++)
-                        vmax = fmax(vmax, fabs(tern_fp16_to_fp32(vc[t * v_stride + d])));
-                }
-                for (int64_t t = 0; t < n_kv; t++)
-                    p[t] = exp(p[t] - max), sum += p[t];
-                const double tol = vmax * (1e-5 + 1e-6 * scale * qk_mag);
-                for (int t = 0; t < f->n; t++) {
-                    f->tables[t].attn_head(dk, dv, n_kv, q, kc, k_stride, vc, v_stride, scale, scores, out);
-                    for (int64_t d = 0; d < dv; d++) {
-                        double want = 0;
-                        for (int64_t j = 0; j < n_kv; j++)
-                            want += p[j] / sum * tern_fp16_to_fp32(vc[j * v_stride + d]);
-                        if (!(fabs(out[d] - want) <= tol))
-                            fail_msg("%s: attention dk=%lld dv=%lld n_kv=%lld scale %g [%lld]: %.9g vs %.9g",
-                                     f->tables[t].isa, (long long)dk, (long long)dv, (long long)n_kv, scale,
-                                     (long long)d, out[d], want);
+                for (int capped = 0; capped <= 1; capped++) {
+                    const float cap = capped ? (big ? 30.0f : 2.0f) : 0.0f;
+                    double vmax;
+                    const double qk_mag =
+                        attention_oracle(dk, dv, n_kv, q, kc, k_stride, vc, v_stride, scale, cap, p, want, &vmax);
+                    const double tol = vmax * (1e-5 + 1e-6 * (scale * qk_mag + cap));
+                    for (int t = 0; t < f->n; t++) {
+                        if (capped)
+                            f->tables[t].attn_capped(dk, dv, n_kv, q, kc, k_stride, vc, v_stride, scale, cap,
+                                                     scores, out);
+                        else
+                            f->tables[t].attn_head(dk, dv, n_kv, q, kc, k_stride, vc, v_stride, scale, scores, out);
+                        for (int64_t d = 0; d < dv; d++)
+                            if (!(fabs(out[d] - want[d]) <= tol))
+                                fail_msg("%s: attention dk=%lld dv=%lld n_kv=%lld scale %g cap %g [%lld]: %.9g vs "
+                                         "%.9g",
+                                         f->tables[t].isa, (long long)dk, (long long)dv, (long long)n_kv, scale,
+                                         cap, (long long)d, out[d], want[d]);
                     }
                 }
             }
@@ -805,7 +828,8 @@ static void test_gelu_mul(void **state) {
     }
 }
 
-/* y += x is one f32 addition per element: bit-exact. */
+/* y += x is one f32 addition per element: bit-exact. y += s x within one rounding of the product
+ * and one of the sum (a fused multiply-add has only the second). */
 static void test_add(void **state) {
     const fixture *f = *state;
     float x[1031], y[1031], want[1031];
@@ -815,6 +839,14 @@ static void test_add(void **state) {
             x[i] = rng_normalish(&r), y[i] = rng_normalish(&r), want[i] = y[i] + x[i];
         f->tables[t].add(1031, x, y);
         assert_memory_equal(y, want, sizeof y);
+        const float s = 0.22f;
+        double exact[1031];
+        for (int i = 0; i < 1031; i++)
+            x[i] = rng_normalish(&r), y[i] = rng_normalish(&r), exact[i] = (double)y[i] + (double)s * x[i];
+        f->tables[t].add_scaled(1031, x, s, y);
+        for (int i = 0; i < 1031; i++)
+            if (!(fabs(y[i] - exact[i]) <= 0x1p-23 * (fabs(exact[i]) + fabs((double)s * x[i]))))
+                fail_msg("%s: add_scaled [%d]: %.9g, want %.9g", f->tables[t].isa, i, y[i], exact[i]);
     }
 }
 
@@ -939,8 +971,8 @@ static void test_ref_table_complete(void **state) {
         assert_non_null(k.quantize_act[tern_dot_format(types[i])]);
     }
     assert_null(k.gemm[TERN_TYPE_Q8_K]);
-    assert_true(k.rmsnorm && k.rope && k.attn_head && k.silu_mul && k.gelu_mul && k.add && k.f32_to_f16 &&
-                k.f16_to_f32);
+    assert_true(k.rmsnorm && k.rope && k.attn_head && k.attn_capped && k.silu_mul && k.gelu_mul && k.add &&
+                k.add_scaled && k.f32_to_f16 && k.f16_to_f32);
 }
 
 static void test_init_choice(void **state) {

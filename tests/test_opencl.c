@@ -404,7 +404,7 @@ static void rmsnorm_width(int64_t width) {
         g_ref.rmsnorm(width, sum + r * width, w, 1e-5f, want + r * width);
     cl_mem td = put(g_cl, t, sizeof(float) * (size_t)(width * rows));
     cl_mem sd = put(g_cl, x, sizeof(float) * (size_t)(width * rows));
-    tern_cl_add_rmsnorm(g_cl, td, sd, wd, width, rows, 1e-5f, yd);
+    tern_cl_add_rmsnorm(g_cl, td, 1.0f, sd, wd, width, rows, 1e-5f, yd);
     get(g_cl, sd, got, sizeof(float) * (size_t)(width * rows));
     assert_memory_equal(got, sum, sizeof(float) * (size_t)(width * rows));
     get(g_cl, yd, got, sizeof(float) * (size_t)(width * rows));
@@ -451,7 +451,7 @@ static void test_norm_then_product(void **state) {
     cl_mem oa = put(g_cl, NULL, sizeof a), ob = put(g_cl, NULL, sizeof b);
     for (int fused_add = 0; fused_add < 2; fused_add++) {
         if (fused_add)
-            tern_cl_add_rmsnorm(g_cl, td, xd, wd, k, m, 1e-5f, yd);
+            tern_cl_add_rmsnorm(g_cl, td, 1.0f, xd, wd, k, m, 1e-5f, yd);
         else
             tern_cl_rmsnorm(g_cl, xd, wd, k, m, 1e-5f, yd);
         tern_cl_matmul(g_cl, dev, yd, m, oa);
@@ -526,7 +526,7 @@ static void test_glu_add(void **state) {
     }
     /* add, add_bias over 4 rows of 250, copy of one row: exact */
     cl_mem gd = put(g_cl, g, sizeof(float) * (size_t)n);
-    tern_cl_add(g_cl, ud, n, gd);
+    tern_cl_add(g_cl, ud, n, 1.0f, gd);
     tern_cl_add_bias(g_cl, ud, 250, 4, gd);
     get(g_cl, gd, got, sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < n; i++)
@@ -545,7 +545,7 @@ static void test_glu_add(void **state) {
 
 /* KV stores in two batches, then attention of the second batch's queries: GQA (6 heads over
  * 2), head sizes with a tail (38 is not a multiple of 4), more keys than one chunk (128), full
- * and sliding-window. 50 queries take the prefill kernel (a block of 32 and a tail), 10 the
+ * and sliding-window, and sliding-window with the scores soft-capped (gemma2). 50 queries take the prefill kernel (a block of 32 and a tail), 10 the
  * plain one. */
 static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second) {
     const int64_t n_head = 6, n_kv = 2, dk = 38, dv = 44, n_ctx = 256;
@@ -575,21 +575,22 @@ static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second) {
     float *got = malloc(sizeof(float) * (size_t)(second * n_head * dv)),
           *want = malloc(sizeof(float) * (size_t)dv);
     float *scores = malloc(sizeof(float) * (size_t)n_ctx);
-    const int64_t windows[] = {0, 37};
-    for (int wi = 0; wi < 2; wi++) {
-        const tern_cl_attn_shape s = {first, second, n_head, n_kv, dk, dv, kw, vw, windows[wi], 0.17f};
+    const int64_t windows[] = {0, 37, 37};
+    const float caps[] = {0.0f, 0.0f, 1.5f};
+    for (int wi = 0; wi < 3; wi++) {
+        const tern_cl_attn_shape s = {first, second, n_head, n_kv, dk, dv, kw, vw, windows[wi], 0.17f, caps[wi]};
         tern_cl_attention(cl, qd, kc, vc, &s, od);
         get(cl, od, got, sizeof(float) * (size_t)(second * n_head * dv));
         for (int64_t t = 0; t < second; t++)
             for (int64_t h = 0; h < n_head; h++) {
                 const int64_t pos = first + t, hk = h / (n_head / n_kv);
                 const int64_t lo = windows[wi] > 0 && pos + 1 > windows[wi] ? pos + 1 - windows[wi] : 0;
-                g_ref.attn_head(dk, dv, pos + 1 - lo, q + (t * n_head + h) * dk, kh + lo * kw + hk * dk,
-                                (size_t)kw, vh + lo * vw + hk * dv, (size_t)vw, 0.17f, scores, want);
+                g_ref.attn_capped(dk, dv, pos + 1 - lo, q + (t * n_head + h) * dk, kh + lo * kw + hk * dk,
+                                  (size_t)kw, vh + lo * vw + hk * dv, (size_t)vw, 0.17f, caps[wi], scores, want);
                 for (int64_t d = 0; d < dv; d++) /* |v| < 1: an online softmax rounds differently */
                     if (fabsf(got[(t * n_head + h) * dv + d] - want[d]) > 1e-5f)
-                        fail_msg("attention window %lld token %lld head %lld [%lld]: %.7g, want %.7g",
-                                 (long long)windows[wi], (long long)t, (long long)h, (long long)d,
+                        fail_msg("attention window %lld cap %g token %lld head %lld [%lld]: %.7g, want %.7g",
+                                 (long long)windows[wi], caps[wi], (long long)t, (long long)h, (long long)d,
                                  got[(t * n_head + h) * dv + d], want[d]);
             }
     }
@@ -641,7 +642,7 @@ static void test_attention_spans(void **state) {
     cl_mem qd = put(g_cl, q, sizeof(float) * (size_t)dk), od = put(g_cl, NULL, sizeof(float) * (size_t)dv);
     const int64_t positions[] = {0, 128, n_ctx - 1};
     for (int i = 0; i < 3; i++) {
-        const tern_cl_attn_shape s = {positions[i], 1, 1, 1, dk, dv, dk, dv, 0, 0.13f};
+        const tern_cl_attn_shape s = {positions[i], 1, 1, 1, dk, dv, dk, dv, 0, 0.13f, 0.0f};
         tern_cl_attention(g_cl, qd, kc, vc, &s, od);
         get(g_cl, od, got, sizeof(float) * (size_t)dv);
         g_ref.attn_head(dk, dv, positions[i] + 1, q, kh, (size_t)dk, vh, (size_t)dv, 0.13f, scores, want);
@@ -688,7 +689,7 @@ static void test_attention_then_product(void **state) {
     for (int i = 0; i < 2; i++)
         for (int64_t m = 1; m <= 3; m += 2) {
             const tern_cl_attn_shape s = {positions[i], m, n_head, n_head_kv, dk, dv, n_head_kv * dk, n_head_kv * dv,
-                                          0, 0.125f};
+                                          0, 0.125f, 0.0f};
             tern_cl_attention(g_cl, qd, kc, vc, &s, od);
             tern_cl_matmul(g_cl, dev, od, m, ya);
             tern_cl_copy(g_cl, od, 0, o2, 0, sizeof(float) * (size_t)(m * width));

@@ -186,6 +186,9 @@ static void test_golden_phi3(void **state) {
 static void test_golden_gpt2(void **state) {
     golden_vocab("gpt-2");
 }
+static void test_golden_falcon(void **state) {
+    golden_vocab("falcon");
+}
 
 /* ---- the golden models' prompts ---------------------------------------------------------------- */
 
@@ -231,7 +234,7 @@ static void test_unicode_classes(void **state) {
     } want[] = {
         {'A', TERN_UC_LETTER},    {'z', TERN_UC_LETTER},     {'0', TERN_UC_NUMBER},
         {' ', TERN_UC_SPACE},     {'\t', TERN_UC_SPACE},     {'\n', TERN_UC_SPACE},
-        {0x0B, TERN_UC_SPACE},    {'!', TERN_UC_OTHER},      {0x1F, TERN_UC_OTHER},
+        {0x0B, TERN_UC_SPACE},    {'!', TERN_UC_PUNCT},      {0x1F, TERN_UC_OTHER},
         {0x85, TERN_UC_SPACE},    {0xA0, TERN_UC_SPACE},     {0xAA, TERN_UC_LETTER},
         {0xBD, TERN_UC_NUMBER},   {0xC4, TERN_UC_LETTER},    {0xD7, TERN_UC_OTHER},
         {0x0301, TERN_UC_OTHER},  {0x0663, TERN_UC_NUMBER},  {0x1680, TERN_UC_SPACE},
@@ -239,6 +242,8 @@ static void test_unicode_classes(void **state) {
         {0x216B, TERN_UC_NUMBER}, {0x3000, TERN_UC_SPACE},   {0x3400, TERN_UC_LETTER},
         {0x4E00, TERN_UC_LETTER}, {0x9FFF, TERN_UC_LETTER},  {0xAC00, TERN_UC_LETTER},
         {0xD7A3, TERN_UC_LETTER}, {0xD800, TERN_UC_OTHER},   {0xFF5E, TERN_UC_OTHER},
+        {'$', TERN_UC_OTHER},     {'_', TERN_UC_PUNCT},      {0xBF, TERN_UC_PUNCT},
+        {0x2014, TERN_UC_PUNCT},  {0x3001, TERN_UC_PUNCT},   {0xFF01, TERN_UC_PUNCT},
         {0x1F999, TERN_UC_OTHER}, {0x20000, TERN_UC_LETTER}, {0x10FFFF, TERN_UC_OTHER},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -280,10 +285,13 @@ static void test_utf8_decode(void **state) {
 /* ---- pre-tokenizers ----------------------------------------------------------------------------- */
 
 /* Expected words (joined by '|') were produced by Python's `regex` module running the published
- * patterns, with \s read as the White_Space property; starcoder first splits with \p{N}. */
+ * patterns, with \s read as the White_Space property; starcoder first splits with \p{N}; falcon
+ * applies [\p{P}\$\+<=>\^~\|`]+, the gpt-2 pattern and [0-9][0-9][0-9] in turn, each to every
+ * piece the one before left (the text between matches is a piece too). */
+#define N_PRE 5
 static const struct {
     const char *text;
-    const char *words[4]; /* gpt-2, llama3, qwen2, starcoder */
+    const char *words[N_PRE]; /* gpt-2, llama3, qwen2, starcoder, falcon */
 } pretok_cases[] = {
     {"Hello, y'all! How are you \xF0\x9F\x98\x81 ?\xE6\x88\x91\xE6\x83\xB3\xE5\x9C\xA8"
      "apple\xE5\xB7\xA5\xE4\xBD\x9C"
@@ -295,7 +303,8 @@ static const struct {
       "Hello|,| y|'all|!| How| are| you| \xF0\x9F\x98\x81| ?|\xE6\x88\x91\xE6\x83\xB3\xE5\x9C\xA8"
       "apple\xE5\xB7\xA5\xE4\xBD\x9C|1|3|1|4|1|5|1|\xE5\xA4\xA9|\xEF\xBD\x9E",
       "Hello|,| y|'|all|!| How| are| you| \xF0\x9F\x98\x81| ?|\xE6\x88\x91\xE6\x83\xB3\xE5\x9C\xA8"
-      "apple\xE5\xB7\xA5\xE4\xBD\x9C|1|3|1|4|1|5|1|\xE5\xA4\xA9|\xEF\xBD\x9E"}},
+      "apple\xE5\xB7\xA5\xE4\xBD\x9C|1|3|1|4|1|5|1|\xE5\xA4\xA9|\xEF\xBD\x9E",
+      "Hello|,| y|'|all|!| How| are| you| \xF0\x9F\x98\x81| |?|\xE6\x88\x91\xE6\x83\xB3\xE5\x9C\xA8" "apple\xE5\xB7\xA5\xE4\xBD\x9C|131|415|1|\xE5\xA4\xA9|\xEF\xBD\x9E"}},
     {"I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL",
      {"I|'ve| been| '|told| he|'s| there|,| '|RE| you| sure|?| '|M| not| sure| I|'ll| make| it|,| '|D| you| "
       "like| some| tea|?| We|'|Ve| a|'|lL",
@@ -304,20 +313,27 @@ static const struct {
       "I|'ve| been| '|told| he|'s| there|,| '|RE| you| sure|?| '|M| not| sure| I|'ll| make| it|,| '|D| you| "
       "like| some| tea|?| We|'Ve| a|'lL",
       "I|'ve| been| '|told| he|'s| there|,| '|RE| you| sure|?| '|M| not| sure| I|'ll| make| it|,| '|D| you| "
-      "like| some| tea|?| We|'|Ve| a|'|lL"}},
+      "like| some| tea|?| We|'|Ve| a|'|lL",
+      "I|'|ve| been| |'|told| he|'|s| there|,| |'|RE| you| sure|?| |'|M| not| sure| I|'|ll| make| it|,| |'|D| you| like| some| tea|?| We|'|Ve| a|'|lL"}},
     {"   Hello\n\n\n  world\t\t!\r\n 123 4567 \xE3\x80\x80x",
      {"  | Hello|\n\n\n | world|\t|\t|!|\r\n| 123| 4567| |\xE3\x80\x80|x",
       "  | Hello|\n\n\n| | world|\t|\t|!\r\n| |123| |456|7| |\xE3\x80\x80x",
       "  | Hello|\n\n\n| | world|\t|\t|!\r\n| |1|2|3| |4|5|6|7| |\xE3\x80\x80x",
-      "  | Hello|\n\n\n | world|\t|\t|!|\r\n |1|2|3| |4|5|6|7| |\xE3\x80\x80|x"}},
+      "  | Hello|\n\n\n | world|\t|\t|!|\r\n |1|2|3| |4|5|6|7| |\xE3\x80\x80|x",
+      "  | Hello|\n\n\n | world|\t\t|!|\r\n| |123| |456|7| |\xE3\x80\x80|x"}},
     {"3.14159 \xC2\xBD \xE2\x85\xAB \xD9\xA3\xD9\xA4\xD9\xA5\xD9\xA6 (a) [b]\n\n",
      {"3|.|14159| \xC2\xBD| \xE2\x85\xAB| \xD9\xA3\xD9\xA4\xD9\xA5\xD9\xA6| (|a|)| [|b|]|\n\n",
       "3|.|141|59| |\xC2\xBD| |\xE2\x85\xAB| |\xD9\xA3\xD9\xA4\xD9\xA5|\xD9\xA6| (|a|)| [|b|]\n\n",
       "3|.|1|4|1|5|9| |\xC2\xBD| |\xE2\x85\xAB| |\xD9\xA3|\xD9\xA4|\xD9\xA5|\xD9\xA6| (|a|)| [|b|]\n\n",
-      "3|.|1|4|1|5|9| |\xC2\xBD| |\xE2\x85\xAB| |\xD9\xA3|\xD9\xA4|\xD9\xA5|\xD9\xA6| (|a|)| [|b|]|\n\n"}},
+      "3|.|1|4|1|5|9| |\xC2\xBD| |\xE2\x85\xAB| |\xD9\xA3|\xD9\xA4|\xD9\xA5|\xD9\xA6| (|a|)| [|b|]|\n\n",
+      "3|.|141|59| \xC2\xBD| \xE2\x85\xAB| \xD9\xA3\xD9\xA4\xD9\xA5\xD9\xA6| |(|a|)| |[|b|]|\n\n"}},
     {"word  \n  next ",
-     {"word|  \n | next| ", "word|  \n| | next| ", "word|  \n| | next| ", "word|  \n | next| "}},
-    {"\tA\n", {"\t|A|\n", "\tA|\n", "\tA|\n", "\t|A|\n"}},
+     {"word|  \n | next| ", "word|  \n| | next| ", "word|  \n| | next| ", "word|  \n | next| ",
+      "word|  \n | next| "}},
+    {"a+b<=c $5 `x` 1234567 x12345y, \xE3\x80\x81\xC2\xBFQu\xC3\xA9? ~^ \xC2\xAB\xC2\xBB\xE2\x80\x94",
+     {NULL, NULL, NULL, NULL, "a|+|b|<=|c| |$|5| |`|x|`| |123|456|7| x|123|45|y|,| |\xE3\x80\x81\xC2\xBF|Qu\xC3\xA9|?| |~^| |\xC2\xAB\xC2\xBB\xE2\x80\x94"}},
+    {"\tA\n", {"\t|A|\n", "\tA|\n", "\tA|\n", "\t|A|\n",
+      "\t|A|\n"}},
 };
 
 typedef struct word_list {
@@ -338,9 +354,12 @@ static tern_status collect_word(void *ctx, const char *w, size_t n, tern_error *
 }
 
 static void test_pretokenizers(void **state) {
-    static const tern_tok_pre pres[4] = {TERN_PRE_GPT2, TERN_PRE_LLAMA3, TERN_PRE_QWEN2, TERN_PRE_STARCODER};
+    static const tern_tok_pre pres[N_PRE] = {TERN_PRE_GPT2, TERN_PRE_LLAMA3, TERN_PRE_QWEN2, TERN_PRE_STARCODER,
+                                             TERN_PRE_FALCON};
     for (size_t c = 0; c < sizeof pretok_cases / sizeof pretok_cases[0]; c++) {
-        for (size_t p = 0; p < 4; p++) {
+        for (size_t p = 0; p < N_PRE; p++) {
+            if (!pretok_cases[c].words[p]) /* a case written for the patterns it has words for */
+                continue;
             tern_tokenizer t;
             memset(&t, 0, sizeof t);
             t.pre = pres[p];
@@ -735,6 +754,7 @@ int main(void) {
         cmocka_unit_test(test_golden_llama_spm),
         cmocka_unit_test(test_golden_phi3),
         cmocka_unit_test(test_golden_gpt2),
+        cmocka_unit_test(test_golden_falcon),
         cmocka_unit_test(test_model_prompts),
         cmocka_unit_test(test_unicode_classes),
         cmocka_unit_test(test_utf8_decode),

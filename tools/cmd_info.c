@@ -120,6 +120,8 @@ int tern_cmd_info(int argc, char **argv) {
     printf("file          %s\n", path);
     printf("name          %s\n", mi.name);
     printf("architecture  %s\n", mi.architecture);
+    if (mi.features && mi.features[0])
+        printf("features      %s\n", mi.features);
     printf("layers        %lld, embedding %lld, feed-forward %lld\n", (long long)mi.n_layer, (long long)mi.n_embd,
            (long long)mi.n_ff);
     printf("attention     %lld heads, %lld KV heads, head size %lld\n", (long long)mi.n_head,

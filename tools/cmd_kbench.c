@@ -278,7 +278,7 @@ static void attn_part(void *arg, int thread, int n_threads) {
                 outs[n] = j->out + (i * j->n_head + h) * j->dim;
             }
             tern_attn_queries(j->kt, j->dim, j->dim, n, qs, first, n_kv, j->kc + kvh * j->dim, (size_t)stride,
-                              j->vc + kvh * j->dim, (size_t)stride, scale, scores, outs);
+                              j->vc + kvh * j->dim, (size_t)stride, scale, 0.0f, scores, outs);
         }
 }
 

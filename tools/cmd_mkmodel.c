@@ -23,13 +23,35 @@ typedef struct model_shape {
     float rope_base, rms_eps;
     bool qkv_bias; /* qwen2: biases on q, k and v */
     bool tied;     /* no output.weight: the token embedding is the output head */
+    int64_t head_dim; /* 0: n_embd / n_head; else written as attention.key_length / value_length */
+    /* the architecture's own tensors and keys (docs/architectures.md) */
+    bool qk_norm;    /* qwen3: attn_q_norm, attn_k_norm */
+    bool post_norms; /* gemma2: post_attention_norm, post_ffw_norm */
+    bool fused;      /* phi3: attn_qkv, and ffn_up holding gate and up */
+    int64_t n_swa;   /* gemma2: attention.sliding_window */
+    float softcap_attn, softcap_final;                    /* gemma2 */
+    float embd_scale, residual_scale, attn_scale, logit_scale; /* granite */
 } model_shape;
 
 static const model_shape shapes[] = {
-    {"tiny", "tests/golden/tiny-q4km.gguf", "llama", 256, 4, 8, 4, 768, 32000, 4096, 10000.0f, 1e-5f, false, false},
-    {"llama-1b", "TinyLlama-1.1B", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, false, false},
-    {"llama-7b", "Llama-2-7B", "llama", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f, 1e-5f, false, false},
-    {"qwen2-1.5b", "Qwen2.5-1.5B", "qwen2", 1536, 28, 12, 2, 8960, 151936, 32768, 1000000.0f, 1e-6f, true, true},
+    {"tiny", "tests/golden/tiny-q4km.gguf", "llama", 256, 4, 8, 4, 768, 32000, 4096, 10000.0f, 1e-5f, false, false,
+     .head_dim = 0},
+    {"llama-1b", "TinyLlama-1.1B", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, false, false,
+     .head_dim = 0},
+    {"llama-7b", "Llama-2-7B", "llama", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f, 1e-5f, false, false,
+     .head_dim = 0},
+    {"qwen2-1.5b", "Qwen2.5-1.5B", "qwen2", 1536, 28, 12, 2, 8960, 151936, 32768, 1000000.0f, 1e-6f, true, true,
+     .head_dim = 0},
+    {"qwen3-0.6b", "Qwen3-0.6B", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, false, true,
+     .head_dim = 128, .qk_norm = true},
+    {"qwen3-1.7b", "Qwen3-1.7B", "qwen3", 2048, 28, 16, 8, 6144, 151936, 40960, 1000000.0f, 1e-6f, false, true,
+     .head_dim = 128, .qk_norm = true},
+    {"gemma2-2b", "Gemma-2-2B", "gemma2", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0f, 1e-6f, false, true,
+     .head_dim = 256, .post_norms = true, .n_swa = 4096, .softcap_attn = 50.0f, .softcap_final = 30.0f},
+    {"phi3-mini", "Phi-3-mini-4k", "phi3", 3072, 32, 32, 32, 8192, 32064, 4096, 10000.0f, 1e-5f, false, false,
+     .fused = true},
+    {"granite-2b", "Granite-3.1-2B", "granite", 2048, 40, 32, 8, 8192, 49155, 4096, 10000.0f, 1e-5f, false, true,
+     .embd_scale = 12.0f, .residual_scale = 0.22f, .attn_scale = 0.015625f, .logit_scale = 8.0f},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -47,7 +69,8 @@ static const char mkmodel_help[] =
     "about one tensor of memory).\n"
     "\n"
     "options:\n"
-    "  --shape NAME     tiny, llama-1b, llama-7b, qwen2-1.5b (--list describes them)\n"
+    "  --shape NAME     tiny, llama-1b, llama-7b, qwen2-1.5b, qwen3-0.6b, qwen3-1.7b, gemma2-2b,\n"
+    "                   phi3-mini, granite-2b (--list describes them)\n"
     "  --type TYPE      file type, as for tern quantize (default Q4_K_M; F32, F16, Q8_0, ...)\n"
     "  --seed N         random seed (default 0): the same seed gives the same file\n"
     "  --vocab FILE     copy every tokenizer.* key from this GGUF file; the vocabulary size then\n"
@@ -82,12 +105,16 @@ static void add_tensor(tensor_list *l, const char *name, int64_t ne0, int64_t ne
     snprintf(t->name, sizeof t->name, "%s", name);
 }
 
-/* The tensors of formats.md §3.2 for llama and qwen2, in the order a converter writes them. */
+static int64_t head_dim(const model_shape *s) {
+    return s->head_dim ? s->head_dim : s->n_embd / s->n_head;
+}
+
+/* The tensors of formats.md §3.2 and docs/architectures.md, in the order a converter writes them. */
 static tern_status build_tensors(const model_shape *s, int64_t n_layer, int64_t n_vocab, tensor_list *l,
                                  tern_error *err) {
-    const int64_t E = s->n_embd, F = s->n_ff, D = s->n_embd / s->n_head;
+    const int64_t E = s->n_embd, F = s->n_ff, D = head_dim(s);
     const int64_t q_dim = s->n_head * D, kv_dim = s->n_head_kv * D;
-    l->cap = 3 + n_layer * (9 + (s->qkv_bias ? 3 : 0));
+    l->cap = 3 + n_layer * 16;
     l->n = 0;
     l->items = calloc((size_t)l->cap, sizeof *l->items);
     if (!l->items)
@@ -97,20 +124,32 @@ static tern_status build_tensors(const model_shape *s, int64_t n_layer, int64_t 
     if (!s->tied)
         add_tensor(l, "output.weight", E, n_vocab);
     for (int64_t i = 0; i < n_layer; i++) {
+        const bool split = !s->fused;
         const struct {
             const char *suffix;
             int64_t ne0, ne1;
-            bool bias;
+            bool present;
         } per_layer[] = {
-            {"attn_norm.weight", E, 0, false},    {"attn_q.weight", E, q_dim, false},
-            {"attn_k.weight", E, kv_dim, false},  {"attn_v.weight", E, kv_dim, false},
-            {"attn_q.bias", q_dim, 0, true},      {"attn_k.bias", kv_dim, 0, true},
-            {"attn_v.bias", kv_dim, 0, true},     {"attn_output.weight", q_dim, E, false},
-            {"ffn_norm.weight", E, 0, false},     {"ffn_gate.weight", E, F, false},
-            {"ffn_up.weight", E, F, false},       {"ffn_down.weight", F, E, false},
+            {"attn_norm.weight", E, 0, true},
+            {"attn_qkv.weight", E, q_dim + 2 * kv_dim, s->fused},
+            {"attn_q.weight", E, q_dim, split},
+            {"attn_k.weight", E, kv_dim, split},
+            {"attn_v.weight", E, kv_dim, split},
+            {"attn_q.bias", q_dim, 0, s->qkv_bias},
+            {"attn_k.bias", kv_dim, 0, s->qkv_bias},
+            {"attn_v.bias", kv_dim, 0, s->qkv_bias},
+            {"attn_q_norm.weight", D, 0, s->qk_norm},
+            {"attn_k_norm.weight", D, 0, s->qk_norm},
+            {"attn_output.weight", q_dim, E, true},
+            {"post_attention_norm.weight", E, 0, s->post_norms},
+            {"ffn_norm.weight", E, 0, true},
+            {"ffn_gate.weight", E, F, split},
+            {"ffn_up.weight", E, s->fused ? 2 * F : F, true},
+            {"ffn_down.weight", F, E, true},
+            {"post_ffw_norm.weight", E, 0, s->post_norms},
         };
         for (size_t k = 0; k < sizeof per_layer / sizeof per_layer[0]; k++) {
-            if (per_layer[k].bias && !s->qkv_bias)
+            if (!per_layer[k].present)
                 continue;
             char name[TERN_GGUF_MAX_NAME];
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s", i, per_layer[k].suffix);
@@ -180,17 +219,26 @@ static tern_status set_hparams(tern_gguf_writer *w, const model_shape *s, int64_
         {"context_length", s->n_ctx},         {"embedding_length", s->n_embd},
         {"block_count", n_layer},             {"feed_forward_length", s->n_ff},
         {"attention.head_count", s->n_head},  {"attention.head_count_kv", s->n_head_kv},
-        {"rope.dimension_count", s->n_embd / s->n_head},
+        {"rope.dimension_count", head_dim(s)},
+        {"attention.key_length", s->head_dim},  {"attention.value_length", s->head_dim},
+        {"attention.sliding_window", s->n_swa},
     };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0] && st == TERN_OK; i++) {
+        if (counts[i].value == 0) /* a key the shape does not have */
+            continue;
         snprintf(key, sizeof key, "%s.%s", s->arch, counts[i].suffix);
         st = tern_gguf_writer_set_u32(w, key, (uint32_t)counts[i].value, err);
     }
     const struct {
         const char *suffix;
         float value;
-    } floats[] = {{"attention.layer_norm_rms_epsilon", s->rms_eps}, {"rope.freq_base", s->rope_base}};
+    } floats[] = {{"attention.layer_norm_rms_epsilon", s->rms_eps}, {"rope.freq_base", s->rope_base},
+                  {"attn_logit_softcapping", s->softcap_attn},    {"final_logit_softcapping", s->softcap_final},
+                  {"embedding_scale", s->embd_scale},             {"residual_scale", s->residual_scale},
+                  {"attention.scale", s->attn_scale},             {"logit_scale", s->logit_scale}};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0] && st == TERN_OK; i++) {
+        if (floats[i].value == 0.0f) /* a key the shape does not have */
+            continue;
         snprintf(key, sizeof key, "%s.%s", s->arch, floats[i].suffix);
         st = tern_gguf_writer_set_f32(w, key, floats[i].value, err);
     }

@@ -62,7 +62,14 @@ size_t tern_dot_row_bytes(uint32_t weight_type, int64_t k) {
 
 void tern_attn_queries(const tern_cpu_kernels *k, int64_t dk, int64_t dv, int n_q, const float *const q[],
                        const int64_t first[], const int64_t n_kv[], const uint16_t *kc, size_t k_stride,
-                       const uint16_t *vc, size_t v_stride, float scale, float *scores, float *const out[]) {
+                       const uint16_t *vc, size_t v_stride, float scale, float softcap, float *scores,
+                       float *const out[]) {
+    if (softcap > 0) {
+        for (int j = 0; j < n_q; j++)
+            k->attn_capped(dk, dv, n_kv[j], q[j], kc + (size_t)first[j] * k_stride, k_stride,
+                           vc + (size_t)first[j] * v_stride, v_stride, scale, softcap, scores, out[j]);
+        return;
+    }
     if (k->attn_rows) {
         k->attn_rows(dk, dv, n_q, q, first, n_kv, kc, k_stride, vc, v_stride, scale, scores, out);
         return;

@@ -169,12 +169,16 @@ static float exp_shifted(int64_t n, float *restrict scores, float max) {
     return sum;
 }
 
-static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
-                           const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
-                           size_t v_stride, float scale, float *restrict scores, float *restrict out) {
+/* One head, its scores soft-capped when softcap > 0 (gemma2; one scalar tanh per key, beside the
+ * dk-long product that makes the score). */
+static void attn_capped_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
+                             const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
+                             size_t v_stride, float scale, float softcap, float *restrict scores,
+                             float *restrict out) {
     float max = -INFINITY;
     for (int64_t t = 0; t < n_kv; t++) {
-        scores[t] = dot_f16(dk, q, k + (size_t)t * k_stride) * scale;
+        const float s = dot_f16(dk, q, k + (size_t)t * k_stride) * scale;
+        scores[t] = softcap > 0 ? softcap * tanhf(s / softcap) : s;
         max = scores[t] > max ? scores[t] : max;
     }
     const float inv = 1.0f / exp_shifted(n_kv, scores, max);
@@ -192,6 +196,12 @@ static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *re
             acc += scores[t] * _cvtsh_ss(v[(size_t)t * v_stride + d]);
         out[d] = acc * inv;
     }
+}
+
+static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
+                           const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
+                           size_t v_stride, float scale, float *restrict scores, float *restrict out) {
+    attn_capped_avx2(dk, dv, n_kv, q, k, k_stride, v, v_stride, scale, 0.0f, scores, out);
 }
 
 /* ---- attention, up to TERN_ATTN_ROWS queries of one KV head at once ----
@@ -432,6 +442,7 @@ void tern_cpu_avx2_fill_ops(tern_cpu_kernels *k) {
     k->rope = rope_avx2;
     k->attn_head = attn_head_avx2;
     k->attn_rows = attn_rows_avx2;
+    k->attn_capped = attn_capped_avx2;
     k->silu_mul = silu_mul_avx2;
     k->gelu_mul = gelu_mul_avx2;
     k->add = add_avx2;

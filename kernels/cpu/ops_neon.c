@@ -115,14 +115,16 @@ static inline __attribute__((always_inline)) void attn_v_cols(int nv, int64_t n_
         vst1q_f32(out + d0 + 4 * u, acc[u]);
 }
 
-/* scores, their maximum, exp(score - max) and its sum (4 lanes, the tail padded with -inf whose
- * exp is 0), then out = sum_t p_t v_t / sum. Precondition: n_kv >= 1. */
-static void attn_head_neon(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
-                           const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v, size_t v_stride,
-                           float scale, float *restrict scores, float *restrict out) {
+/* scores (soft-capped when softcap > 0), their maximum, exp(score - max) and its sum (4 lanes, the
+ * tail padded with -inf whose exp is 0), then out = sum_t p_t v_t / sum. Precondition: n_kv >= 1. */
+static void attn_capped_neon(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
+                             const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
+                             size_t v_stride, float scale, float softcap, float *restrict scores,
+                             float *restrict out) {
     float max = -INFINITY;
     for (int64_t t = 0; t < n_kv; t++) {
-        scores[t] = dot_q_k(dk, q, k + (size_t)t * k_stride) * scale;
+        const float s = dot_q_k(dk, q, k + (size_t)t * k_stride) * scale;
+        scores[t] = softcap > 0 ? softcap * tanhf(s / softcap) : s; /* gemma2's cap, when set */
         if (scores[t] > max)
             max = scores[t];
     }
@@ -161,6 +163,12 @@ static void attn_head_neon(int64_t dk, int64_t dv, int64_t n_kv, const float *re
         vst1q_f32(out + d, vmulq_n_f32(vld1q_f32(out + d), inv));
     for (; d < dv; d++)
         out[d] *= inv;
+}
+
+static void attn_head_neon(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
+                           const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v, size_t v_stride,
+                           float scale, float *restrict scores, float *restrict out) {
+    attn_capped_neon(dk, dv, n_kv, q, k, k_stride, v, v_stride, scale, 0.0f, scores, out);
 }
 
 /* ---- gated activations ---- */
@@ -244,6 +252,7 @@ static void f16_to_f32_neon(int64_t n, const uint16_t *restrict x, float *restri
 void tern_cpu_kernels_fill_neon_ops(tern_cpu_kernels *k) {
     k->rmsnorm = rmsnorm_neon;
     k->attn_head = attn_head_neon;
+    k->attn_capped = attn_capped_neon;
     k->silu_mul = silu_mul_neon;
     k->gelu_mul = gelu_mul_neon;
     k->add = add_neon;

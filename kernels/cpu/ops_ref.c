@@ -1,6 +1,7 @@
 /*
  * Reference (plain C) kernels for everything but the matrix products: RMSNorm, RoPE, one
- * attention head over the fp16 KV cache, the gated activations, the residual add and fp16 rows.
+ * attention head over the fp16 KV cache (soft-capped or not), the gated activations, the residual add
+ * (scaled or not) and fp16 rows.
  * The math follows formats.md §5.1. These define the results the ISA versions must reproduce.
  */
 #include "kernels/cpu/isa.h"
@@ -42,19 +43,20 @@ static void rope_ref(float *restrict x, int64_t n_heads, int64_t head_dim, int64
     }
 }
 
-/* out = sum_t p_t v_t with p = softmax(scale * q.k_t), t < n_kv. The maximum score is
- * subtracted before exp so no term overflows; the division by the sum of weights comes last.
- * Precondition: n_kv >= 1. */
-static void attn_head_ref(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
-                          const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
-                          size_t v_stride, float scale, float *restrict scores, float *restrict out) {
+/* out = sum_t p_t v_t with p = softmax(s_t), s_t = scale * q.k_t, or with softcap > 0
+ * softcap * tanh(s_t / softcap) (gemma2: scores bounded to (-softcap, softcap)). The maximum
+ * score is subtracted before exp so no term overflows; the division by the sum of weights comes
+ * last. Precondition: n_kv >= 1. */
+static void attn_ref(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q, const uint16_t *restrict k,
+                     size_t k_stride, const uint16_t *restrict v, size_t v_stride, float scale, float softcap,
+                     float *restrict scores, float *restrict out) {
     float max = -INFINITY;
     for (int64_t t = 0; t < n_kv; t++) {
         const uint16_t *kt = k + (size_t)t * k_stride;
         float dot = 0.0f;
         for (int64_t d = 0; d < dk; d++)
             dot += q[d] * tern_fp16_to_fp32(kt[d]);
-        scores[t] = dot * scale;
+        scores[t] = softcap > 0 ? softcap * tanhf(dot * scale / softcap) : dot * scale;
         if (scores[t] > max)
             max = scores[t];
     }
@@ -74,6 +76,12 @@ static void attn_head_ref(int64_t dk, int64_t dv, int64_t n_kv, const float *res
     const float inv = 1.0f / sum;
     for (int64_t d = 0; d < dv; d++)
         out[d] *= inv;
+}
+
+static void attn_head_ref(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
+                          const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
+                          size_t v_stride, float scale, float *restrict scores, float *restrict out) {
+    attn_ref(dk, dv, n_kv, q, k, k_stride, v, v_stride, scale, 0.0f, scores, out);
 }
 
 /* silu(z) = z / (1 + e^-z); for z below about -88, e^-z is inf and the quotient the correct -0.
@@ -100,6 +108,11 @@ static void add_ref(int64_t n, const float *restrict x, float *restrict y) {
         y[i] += x[i];
 }
 
+static void add_scaled_ref(int64_t n, const float *restrict x, float s, float *restrict y) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] += s * x[i];
+}
+
 static void f32_to_f16_ref(int64_t n, const float *restrict x, uint16_t *restrict y) {
     for (int64_t i = 0; i < n; i++)
         y[i] = tern_fp32_to_fp16(x[i]);
@@ -114,9 +127,11 @@ void tern_cpu_kernels_fill_ref_ops(tern_cpu_kernels *k) {
     k->rmsnorm = rmsnorm_ref;
     k->rope = rope_ref;
     k->attn_head = attn_head_ref;
+    k->attn_capped = attn_ref;
     k->silu_mul = silu_mul_ref;
     k->gelu_mul = gelu_mul_ref;
     k->add = add_ref;
+    k->add_scaled = add_scaled_ref;
     k->f32_to_f16 = f32_to_f16_ref;
     k->f16_to_f32 = f16_to_f32_ref;
 }

@@ -16,6 +16,7 @@
  *   unnormalized output, m, l) to `part` and attention_merge combines the spans the same way.
  *   Whichever writes the output can also write it rounded for the next int8 product (head_x8).
  *   All sums in f32. Mathematically the reference's softmax(scale q.K) V; rounding differs.
+ *   softcap > 0 (gemma2) bounds each score first: softcap * tanh(score / softcap) (cap_score).
  *   Preconditions: head sizes <= ATT_MAX_D, ATT_WGS a power of two.
  */
 #ifndef ATT_WGS
@@ -115,10 +116,16 @@ static inline void head_x8(global const float *out_row, const int h, const int t
                  (size_t)h * (size_t)(dv / 32));
 }
 
+/* gemma2's soft-capping of one attention score; softcap 0 leaves it as it is. */
+static inline float cap_score(const float s, const float softcap) {
+    return softcap > 0.0f ? softcap * tanh(s / softcap) : s;
+}
+
 kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     global const float *q, global const half *kc, global const half *vc, global float *out, const int pos0,
     const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width, const int v_width,
-    const float scale, const int window, const int span, global float *part, global uchar *x8, const int use_x8) {
+    const float scale, const int window, const int span, global float *part, global uchar *x8, const int use_x8,
+    const float softcap) {
     local float ql[ATT_MAX_D];
     local float pl[ATT_WGS];
     local float red[ATT_WGS];
@@ -141,7 +148,8 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     float m = -INFINITY, l = 0.0f;
     for (int c0 = lo; c0 < hi; c0 += ATT_WGS) {
         const int key = c0 + lid, n = min(ATT_WGS, hi - c0);
-        const float s = lid < n ? dot_f16(ql, kh + (size_t)key * (size_t)k_width, dk) * scale : -INFINITY;
+        const float s =
+            lid < n ? cap_score(dot_f16(ql, kh + (size_t)key * (size_t)k_width, dk) * scale, softcap) : -INFINITY;
         const float m_new = fmax(m, group_max(s, red, ATT_WGS));
         const float p = lid < n ? exp(s - m_new) : 0.0f;
         pl[lid] = p;
@@ -244,7 +252,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge
 kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_tiled(
     global const float *q, global const half *kc, global const half *vc, global float *out, const int pos0,
     const int n_tokens, const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width,
-    const int v_width, const float scale, const int window) {
+    const int v_width, const float scale, const int window, const float softcap) {
     local float ql[ATT_TQ * AT_STRIDE]; /* the block's queries, times scale */
     local float kl[AT_K * AT_STRIDE], vl[AT_K * AT_STRIDE];
     local float pl[ATT_TQ * AT_K]; /* the chunk's probabilities, [query][key] */
@@ -288,7 +296,7 @@ kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_ti
             for (int d = 0; d < dk4; d += 4)
                 a = mad(vload4(0, ql + qi * AT_STRIDE + d), vload4(0, kl + kj * AT_STRIDE + d), a);
             const bool seen = kj < n && key <= pos && key >= my_first;
-            s[j] = seen ? (a.x + a.y) + (a.z + a.w) : -INFINITY;
+            s[j] = seen ? cap_score((a.x + a.y) + (a.z + a.w), softcap) : -INFINITY;
             mx = fmax(mx, s[j]);
         }
         red_max[lid] = mx;

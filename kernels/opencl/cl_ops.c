@@ -22,16 +22,17 @@ void tern_cl_rmsnorm(tern_cl *cl, cl_mem x, cl_mem w, int64_t width, int64_t n_r
         tern_cl_x8_holds(cl, y, width, n_rows);
 }
 
-void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem y, cl_mem w, int64_t width, int64_t n_rows, float eps,
-                         cl_mem out) {
+void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, float scale, cl_mem y, cl_mem w, int64_t width, int64_t n_rows,
+                         float eps, cl_mem out) {
     const cl_int n = (cl_int)width;
     cl_mem x8 = tern_cl_x8_for(cl, width, n_rows);
     const cl_int use_x8 = x8 != NULL;
-    const tern_cl_arg args[] = {TERN_CL_ARG(y),   TERN_CL_ARG(t),   TERN_CL_ARG(w),  TERN_CL_ARG(n),
-                                TERN_CL_ARG(eps), TERN_CL_ARG(out), TERN_CL_ARG(x8), TERN_CL_ARG(use_x8)};
+    const tern_cl_arg args[] = {TERN_CL_ARG(y),   TERN_CL_ARG(t),   TERN_CL_ARG(w),      TERN_CL_ARG(n),
+                                TERN_CL_ARG(eps), TERN_CL_ARG(out), TERN_CL_ARG(x8),     TERN_CL_ARG(use_x8),
+                                TERN_CL_ARG(scale)};
     const size_t global[1] = {(size_t)n_rows * (size_t)cl->tune.norm_wgs},
                  local[1] = {(size_t)cl->tune.norm_wgs};
-    tern_cl_launch(cl, cl->add_rmsnorm, "add_rmsnorm", 8, args, 1, global, local,
+    tern_cl_launch(cl, cl->add_rmsnorm, "add_rmsnorm", 9, args, 1, global, local,
                    (uint64_t)(width * n_rows) * 16);
     if (x8)
         tern_cl_x8_holds(cl, out, width, n_rows);
@@ -100,14 +101,14 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
         const cl_int p0 = (cl_int)s->pos0, nt = (cl_int)s->n_tokens, nh = (cl_int)s->n_head,
                      nkv = (cl_int)s->n_head_kv, dk = (cl_int)s->head_dim_k, dv = (cl_int)s->head_dim_v,
                      kw = (cl_int)s->k_width, vw = (cl_int)s->v_width, win = (cl_int)s->window;
-        const float scale = s->scale;
-        const tern_cl_arg args[] = {TERN_CL_ARG(q),     TERN_CL_ARG(kc), TERN_CL_ARG(vc), TERN_CL_ARG(out),
-                                    TERN_CL_ARG(p0),    TERN_CL_ARG(nt), TERN_CL_ARG(nh), TERN_CL_ARG(nkv),
-                                    TERN_CL_ARG(dk),    TERN_CL_ARG(dv), TERN_CL_ARG(kw), TERN_CL_ARG(vw),
-                                    TERN_CL_ARG(scale), TERN_CL_ARG(win)};
+        const float scale = s->scale, cap = s->softcap;
+        const tern_cl_arg args[] = {TERN_CL_ARG(q),     TERN_CL_ARG(kc),  TERN_CL_ARG(vc), TERN_CL_ARG(out),
+                                    TERN_CL_ARG(p0),    TERN_CL_ARG(nt),  TERN_CL_ARG(nh), TERN_CL_ARG(nkv),
+                                    TERN_CL_ARG(dk),    TERN_CL_ARG(dv),  TERN_CL_ARG(kw), TERN_CL_ARG(vw),
+                                    TERN_CL_ARG(scale), TERN_CL_ARG(win), TERN_CL_ARG(cap)};
         const size_t global[2] = {(size_t)s->n_head * 4 * (size_t)tq, (size_t)((s->n_tokens + tq - 1) / tq)};
         const size_t local[2] = {4 * (size_t)tq, 1};
-        tern_cl_launch(cl, cl->attention_tiled, "attention_tiled", 14, args, 2, global, local,
+        tern_cl_launch(cl, cl->attention_tiled, "attention_tiled", 15, args, 2, global, local,
                        (uint64_t)(s->n_tokens / tq + 1) *
                            (uint64_t)(keys * (s->k_width + s->v_width)) * 2 /
                            (uint64_t)(s->n_head / s->n_head_kv));
@@ -130,15 +131,15 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
     const cl_int p0 = (cl_int)s->pos0, nh = (cl_int)s->n_head, nkv = (cl_int)s->n_head_kv,
                  dk = (cl_int)s->head_dim_k, dv = (cl_int)s->head_dim_v, kw = (cl_int)s->k_width,
                  vw = (cl_int)s->v_width, win = (cl_int)s->window, ns = n_splits;
-    const float scale = s->scale;
+    const float scale = s->scale, cap = s->softcap;
     const tern_cl_arg args[] = {TERN_CL_ARG(q),  TERN_CL_ARG(kc), TERN_CL_ARG(vc),  TERN_CL_ARG(out),
                                 TERN_CL_ARG(p0), TERN_CL_ARG(nh), TERN_CL_ARG(nkv), TERN_CL_ARG(dk),
                                 TERN_CL_ARG(dv), TERN_CL_ARG(kw), TERN_CL_ARG(vw),  TERN_CL_ARG(scale),
                                 TERN_CL_ARG(win), TERN_CL_ARG(span), TERN_CL_ARG(part), TERN_CL_ARG(x8),
-                                TERN_CL_ARG(use_x8)};
+                                TERN_CL_ARG(use_x8), TERN_CL_ARG(cap)};
     const size_t global[3] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)n_splits, (size_t)s->n_tokens};
     const size_t local[3] = {(size_t)cl->tune.att_wgs, 1, 1};
-    tern_cl_launch(cl, cl->attention, "attention", 17, args, 3, global, local,
+    tern_cl_launch(cl, cl->attention, "attention", 18, args, 3, global, local,
                    (uint64_t)(s->n_tokens * keys * (s->k_width + s->v_width)) * 2 / (uint64_t)(s->n_head / s->n_head_kv));
     if (n_splits > 1) {
         const tern_cl_arg margs[] = {TERN_CL_ARG(part), TERN_CL_ARG(ns), TERN_CL_ARG(nh),    TERN_CL_ARG(dv),
@@ -159,11 +160,11 @@ void tern_cl_glu(tern_cl *cl, cl_mem gate, cl_mem up, int64_t n, bool gelu, cl_m
     tern_cl_launch(cl, cl->glu, "glu", 5, args, 1, global, local, (uint64_t)n * 12);
 }
 
-void tern_cl_add(tern_cl *cl, cl_mem x, int64_t n, cl_mem y) {
+void tern_cl_add(tern_cl *cl, cl_mem x, int64_t n, float scale, cl_mem y) {
     const cl_int nn = (cl_int)n;
-    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(y), TERN_CL_ARG(nn)};
+    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(y), TERN_CL_ARG(nn), TERN_CL_ARG(scale)};
     const size_t global[1] = {(size_t)n}, local[1] = {(size_t)cl->tune.ew_wgs};
-    tern_cl_launch(cl, cl->add, "add", 3, args, 1, global, local, (uint64_t)n * 12);
+    tern_cl_launch(cl, cl->add, "add", 4, args, 1, global, local, (uint64_t)n * 12);
 }
 
 void tern_cl_add_bias(tern_cl *cl, cl_mem b, int64_t width, int64_t m, cl_mem y) {

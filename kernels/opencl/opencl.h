@@ -156,8 +156,9 @@ void tern_cl_get_rows(tern_cl *cl, const tern_cl_matrix *w, const int32_t *rows,
                       cl_mem out);
 /* y = x * w / sqrt(mean(x^2) + eps) per row of `width` (w: width floats); x may equal y. */
 void tern_cl_rmsnorm(tern_cl *cl, cl_mem x, cl_mem w, int64_t width, int64_t n_rows, float eps, cl_mem y);
-/* y += t, then out = rmsnorm(y) * w (the residual add and the following norm in one launch). */
-void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem y, cl_mem w, int64_t width, int64_t n_rows, float eps,
+/* y += scale * t, then out = rmsnorm(y) * w (the residual add and the following norm in one launch). */
+void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, float scale, cl_mem y, cl_mem w, int64_t width, int64_t n_rows,
+                         float eps,
                          cl_mem out);
 /* Rotates n_tokens x n_head heads by the table cos_sin ([position][n_rot] as cos, sin pairs). */
 void tern_cl_rope(tern_cl *cl, cl_mem x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
@@ -179,13 +180,14 @@ void tern_cl_rope_kv(tern_cl *cl, const tern_cl_rope_kv_args *a);
 typedef struct tern_cl_attn_shape {
     int64_t pos0, n_tokens, n_head, n_head_kv, head_dim_k, head_dim_v, k_width, v_width, window;
     float scale;
+    float softcap; /* > 0: scores soft-capped (gemma2); 0: none */
 } tern_cl_attn_shape;
 /* Causal (and sliding-window) attention of n_tokens queries over one layer's FP16 cache. */
 void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out);
 /* out = act(gate) * up over n floats (silu, or gelu_tanh); out may equal gate. */
 void tern_cl_glu(tern_cl *cl, cl_mem gate, cl_mem up, int64_t n, bool gelu, cl_mem out);
-/* y += x over n floats; y[i][:] += b over m rows of width. */
-void tern_cl_add(tern_cl *cl, cl_mem x, int64_t n, cl_mem y);
+/* y += scale * x over n floats; y[i][:] += b over m rows of width. */
+void tern_cl_add(tern_cl *cl, cl_mem x, int64_t n, float scale, cl_mem y);
 void tern_cl_add_bias(tern_cl *cl, cl_mem b, int64_t width, int64_t m, cl_mem y);
 
 /* The largest head size the attention kernel takes (ATT_MAX_D). */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The OpenCL backend end to end (docs/opencl.md), on the first OpenCL device (PoCL in CI):
-#  - the golden tests (tests/test_golden.c) on the OpenCL backend;
+#  - the golden tests (tests/test_golden.c, and tests/test_golden_arch.c's qwen3, gemma2, phi3 and
+#    granite) on the OpenCL backend;
 #  - the fallbacks: no ICD (an empty OCL_ICD_VENDORS directory) and no runtime library: auto runs
 #    on the CPU and says why, --backend opencl exits 1 with one line; kernels that do not build:
 #    the same;
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/../.."
 TERN=$BUILD/tern
 MODEL=tests/golden/tiny-q4km.gguf
 
-for f in "$TERN" "$BUILD/tests/test_golden"; do
+for f in "$TERN" "$BUILD/tests/test_golden" "$BUILD/tests/test_golden_arch"; do
     if [ ! -x "$f" ]; then
         echo "!!!!!!!! SKIPPED: $f is missing; opencl.sh tested nothing !!!!!!!!"
         exit 0
@@ -57,6 +58,12 @@ for dot8 in "" -DDOT8=1; do
     fi
 done
 
+if TERN_TEST_BACKEND=opencl "$BUILD/tests/test_golden_arch" >"$tmp/golden_arch" 2>&1; then
+    ok "golden tests of qwen3, gemma2, phi3, granite on the OpenCL backend"
+else
+    fail "golden tests of qwen3, gemma2, phi3, granite on the OpenCL backend"
+    tail -20 "$tmp/golden_arch"
+fi
 expect_says "info --devices lists the devices and the pick" 0 "auto picks:" "$TERN" info --devices
 expect_says "forced OpenCL runs" 0 "backend  opencl (" "$TERN" "${run[@]}" --backend opencl
 
