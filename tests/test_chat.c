@@ -193,6 +193,16 @@ static void test_tiny_model_format_note(void **state) {
     tern_model_free(m);
 }
 
+static tern_context *tiny_context(tern_model *m, int64_t n_ctx) {
+    tern_context_params cp = tern_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.backend = TERN_BACKEND_CPU;
+    cp.n_threads = 1;
+    tern_context *ctx = NULL;
+    assert_int_equal(tern_context_create(m, &cp, &ctx, NULL), TERN_OK);
+    return ctx;
+}
+
 static size_t rendered_length(const tern_model *m, const tern_chat_history *h) {
     size_t n = 0;
     tern_chat_tokenize(m, h->msgs, h->n, true, NULL, 0, &n, NULL);
@@ -320,12 +330,7 @@ static tern_status greedy(tern_context *ctx, tern_model *m, const char *const *s
 static void test_generate_stops_at_a_string(void **state) {
     (void)state;
     tern_model *m = load_tiny();
-    tern_context_params cp = tern_context_default_params();
-    cp.n_ctx = 128;
-    cp.backend = TERN_BACKEND_CPU;
-    cp.n_threads = 1;
-    tern_context *ctx = NULL;
-    assert_int_equal(tern_context_create(m, &cp, &ctx, NULL), TERN_OK);
+    tern_context *ctx = tiny_context(m, 128);
     collected all, cut;
     tern_generate_stats gs;
     assert_int_equal(greedy(ctx, m, NULL, 0, 24, &all, &gs, NULL), TERN_OK);
@@ -359,12 +364,7 @@ static bool make_room(void *user, tern_context *ctx, const int32_t *generated, s
 static void test_generate_context_full_hook(void **state) {
     (void)state;
     tern_model *m = load_tiny();
-    tern_context_params cp = tern_context_default_params();
-    cp.n_ctx = 24;
-    cp.backend = TERN_BACKEND_CPU;
-    cp.n_threads = 1;
-    tern_context *ctx = NULL;
-    assert_int_equal(tern_context_create(m, &cp, &ctx, NULL), TERN_OK);
+    tern_context *ctx = tiny_context(m, 24);
     collected out;
     tern_generate_stats gs;
     assert_int_equal(greedy(ctx, m, NULL, 0, -1, &out, &gs, NULL), TERN_OK);

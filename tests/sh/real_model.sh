@@ -50,10 +50,10 @@ rc=$?
 [ $rc -eq 1 ] || fail "long prompt: exit $rc, want 1"
 grep -q "longer than the context" "$tmp/err" || fail "long prompt: message was: $(cat "$tmp/err")"
 
-# 4. Generation that fills the context stops with a message naming --ctx.
+# 4. Generation that fills the context stops with a message naming -c.
 "$TERN" run -m "$MODEL" -p "Once upon a time" -c 24 -n 100 --temp 0 >/dev/null 2>"$tmp/err" \
     || fail "context-full run exited $?"
-grep -q "context (24 tokens) is full: raise --ctx" "$tmp/err" || fail "context full: $(tail -2 "$tmp/err")"
+grep -q "context (24 tokens) is full: .*raise -c" "$tmp/err" || fail "context full: $(tail -2 "$tmp/err")"
 
 # 5. --json carries the ids, the text and timings.
 "$TERN" run -m "$MODEL" -p "Hello" -n 5 --temp 0 --json >"$tmp/json" 2>/dev/null || fail "--json exited $?"
