@@ -10,6 +10,8 @@ void tern_chat_history_init(tern_chat_history *h) {
 }
 
 static void drop_range(tern_chat_history *h, size_t first, size_t count) {
+    if (count == 0) /* also an empty history, whose arrays are NULL */
+        return;
     for (size_t i = first; i < first + count; i++)
         free(h->owned[i]);
     memmove(h->msgs + first, h->msgs + first + count, (h->n - first - count) * sizeof *h->msgs);

@@ -57,14 +57,18 @@ check(read_until((HELP, 1), 10), "Left arrows and Backspace edit the line: /hxel
 os.write(fd, b"\x1b[A\r")
 check(read_until((HELP, 2), 10), "Up recalls the last line")
 check(b"^[[" not in out, "no escape sequence is echoed as text")
+# Ctrl-D once the third empty prompt is drawn: typed before the editor is reading, a ^D would be
+# the cooked terminal's end-of-file, not a key
+check(read_until((b"\r> \x1b[K", 3), 10), "the prompt comes back")
 os.write(fd, b"\x04")
 end = time.time() + 10
 status = None
 while time.time() < end:
-    try:
-        os.read(fd, 65536)
-    except OSError:
-        pass
+    if select.select([fd], [], [], 0.05)[0]:
+        try:
+            os.read(fd, 65536)
+        except OSError:
+            pass
     p, status = os.waitpid(pid, os.WNOHANG)
     if p:
         break
