@@ -212,6 +212,11 @@ tern_status tern_cl_build_program(tern_cl *cl, tern_error *err);
  * whose verdict is cached beside the program binary. Failures of the self-test, the device's
  * included, only turn it off. (cl_mma.c) */
 void tern_cl_mma_probe(tern_cl *cl);
+/* A prefill kernel's launch (matmul.cl's and matmul_mma.cl's arguments) over one part of w for m
+ * tokens, in tiles of tile_rows x tile_tokens of `threads` work-items each. */
+void tern_cl_gemm_launch(tern_cl *cl, cl_kernel kernel, const char *name, const tern_cl_matrix *w,
+                         const tern_cl_part *part, cl_mem x, int64_t m, cl_mem y, int tile_rows, int tile_tokens,
+                         size_t threads);
 /* matmul_<type>, the portable tiled prefill kernel, over one part of w for m tokens. */
 void tern_cl_matmul_tiled(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part *part, cl_mem x, int64_t m,
                           cl_mem y);

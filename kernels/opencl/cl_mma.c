@@ -34,18 +34,8 @@ enum { TEST_K = 512, TEST_ROWS = 131, TEST_TOKENS = 67, Q4_K_BLOCK = 144 };
 void tern_cl_matmul_mma(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part *part, cl_mem x, int64_t m,
                         cl_mem y) {
     const tern_cl_tunables *t = &cl->tune;
-    const cl_ulong row_bytes = w->row_bytes;
-    const cl_int rows = (cl_int)part->rows, k = (cl_int)w->k, mm = (cl_int)m, y_stride = (cl_int)w->n_rows,
-                 y_offset = (cl_int)part->row0;
-    const tern_cl_arg args[] = {TERN_CL_ARG(part->mem), TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows),
-                                TERN_CL_ARG(k),         TERN_CL_ARG(x),         TERN_CL_ARG(mm),
-                                TERN_CL_ARG(y),         TERN_CL_ARG(y_stride),  TERN_CL_ARG(y_offset)};
-    const size_t threads = (size_t)(32 * (t->mma_tn / t->mma_wn) * (t->mma_tm / t->mma_wm));
-    const size_t global[2] = {(size_t)((rows + t->mma_tn - 1) / t->mma_tn) * threads,
-                              (size_t)((m + t->mma_tm - 1) / t->mma_tm)};
-    const size_t local[2] = {threads, 1};
-    tern_cl_launch(cl, cl->matmul_mma[w->type], cl->names[5][w->type], 9, args, 2, global, local,
-                   (uint64_t)rows * w->row_bytes + (uint64_t)(m * (w->k + rows)) * 4);
+    tern_cl_gemm_launch(cl, cl->matmul_mma[w->type], cl->names[5][w->type], w, part, x, m, y, t->mma_tn, t->mma_tm,
+                        (size_t)(32 * (t->mma_tn / t->mma_wn) * (t->mma_tm / t->mma_wm)));
 }
 
 /* ---- the verdict cache ---- */
