@@ -931,11 +931,13 @@ static void test_mma_selection(void **state) {
     assert_false(tern_cl_mma_on(cl));
     assert_non_null(strstr(tern_cl_mma_state(cl), "-DMMA=0"));
     tern_cl_free(cl);
-    cl = open_mma(NULL, ""); /* off by default for now (cl_program.c's mma_default says why) */
-    assert_false(tern_cl_mma_on(cl));
-    if (!strstr(tern_cl_device(cl)->vendor, "NVIDIA"))
-        assert_string_equal(tern_cl_mma_state(cl), "");
-    tern_cl_free(cl);
+    if (tern_cl_device(g_cl)->nv_compute < 80) {
+        cl = open_mma(NULL, "");
+        assert_false(tern_cl_mma_on(cl));
+        if (!strstr(tern_cl_device(cl)->vendor, "NVIDIA"))
+            assert_string_equal(tern_cl_mma_state(cl), "");
+        tern_cl_free(cl);
+    }
     setenv("TERN_OPENCL_MMA", "yes", 1);
     tern_error err = {0};
     assert_int_equal(tern_cl_create(g_device, &cl, &err), TERN_ERR_INVALID_ARG);

@@ -82,10 +82,7 @@ static tern_status mma_default(tern_cl *cl, bool nv, int *out, tern_error *err) 
     } else if (env && env[0] && strcmp(env, "auto")) {
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "TERN_OPENCL_MMA is 0, 1 or auto, not '%s'", env);
     } else if (nv && cc >= 80) {
-        /* off until a run on such a GPU has shown the kernel right and faster (docs/benchmarks.md,
-         * session 7): the first one faulted, the fixed one has not run on a GPU yet */
-        snprintf(cl->mma_state, sizeof cl->mma_state,
-                 "off by default until measured on this kind of GPU (TERN_OPENCL_MMA=1 tries it)");
+        *out = 2;
     } else if (nv && cc) {
         snprintf(cl->mma_state, sizeof cl->mma_state,
                  "off: compute capability %d.%d (mma.sync f16 needs 8.0; TERN_OPENCL_MMA=1 tries it)", cc / 10,

@@ -69,8 +69,8 @@ typedef enum tern_cl_gemm_path {
  *                          dp4a products, else 8)
  *   TERN_OPENCL_MMA      prefill products on tensor cores (matmul_mma.cl): 0 off, 1 on wherever
  *                        they build and pass their self-test (NVIDIA's mma.sync on any NVIDIA
- *                        GPU, the portable emulation elsewhere: tests), unset or auto: off for
- *                        now (until measured right on a GPU; docs/opencl.md)
+ *                        GPU, the portable emulation elsewhere: tests), unset: on NVIDIA GPUs of
+ *                        sm_80 and later
  *   TERN_OPENCL_SPLIT      bytes: split weights at this size rather than at the device's
  *                          allocation limit (tests of split weights on a device without one)
  *   TERN_OPENCL_FAIL_AFTER n: the n-th kernel launch fails (tests of the CPU fallback)
