@@ -54,6 +54,8 @@ check(read_until((b"chat ready", 1), 30), "chat starts")
 read_until((b"> ", 1), 5)
 os.write(fd, b"/hxelp" + b"\x1b[D" * 3 + b"\x7f" + b"\r")
 check(read_until((HELP, 1), 10), "Left arrows and Backspace edit the line: /hxelp -> /help")
+# keys typed before the editor reads are the cooked terminal's (echoed as ^[[A): wait for the prompt
+read_until((b"\r> \x1b[K", 2), 10)
 os.write(fd, b"\x1b[A\r")
 check(read_until((HELP, 2), 10), "Up recalls the last line")
 check(b"^[[" not in out, "no escape sequence is echoed as text")

@@ -19,6 +19,7 @@ if [ ! -x "$TERN" ] || [ ! -f "$BUILD/libtern.a" ]; then
 fi
 
 . tests/support/checks.sh
+suppress_pocl_leaks # the OpenCL runs (PoCL) under make asan
 show() { sed 's/^/     /' "$@" | head -20; }
 
 # sane DESC: the last command neither hung nor died of a signal.

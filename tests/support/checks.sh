@@ -64,7 +64,8 @@ run() {
 
 suppress_pocl_leaks() {
     printf 'leak:libLLVM\nleak:libpocl\nleak:libclang\nleak:libstdc++\n' >"$tmp/lsan.supp"
-    export LSAN_OPTIONS="suppressions=$tmp/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+    # print_suppressions=0: the last line of stderr stays tern's own (checks compare it)
+    export LSAN_OPTIONS="suppressions=$tmp/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 }
 
 finish() {
