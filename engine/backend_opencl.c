@@ -586,8 +586,15 @@ static tern_status create_on(int device, tern_backend **out, tern_error *err) {
         ocl_destroy(&b->base);
         return st;
     }
-    snprintf(b->base.description, sizeof b->base.description, "opencl (%s), %s decode products",
-             tern_cl_device(b->cl)->name, tern_cl_products_name(b->cl));
+    /* the prefill products: on tensor cores, or why not where they were in question */
+    const char *mma = tern_cl_mma_state(b->cl);
+    char prefill[120] = "";
+    if (tern_cl_mma_on(b->cl))
+        snprintf(prefill, sizeof prefill, ", f16 tensor-core prefill");
+    else if (mma[0])
+        snprintf(prefill, sizeof prefill, ", tensor cores %.100s", mma);
+    snprintf(b->base.description, sizeof b->base.description, "opencl (%s), %s decode products%s",
+             tern_cl_device(b->cl)->name, tern_cl_products_name(b->cl), prefill);
     *out = &b->base;
     return TERN_OK;
 }

@@ -8,7 +8,8 @@
  *
  * Tolerances (the reason for each is next to its check):
  *   matmul   |got - exact| <= 1e-5 * sum_k |w x|  (exact = dequantized weights, f64 sum), and
- *            |got - cpu| <= 0.02 * sum_k |w x| against the CPU kernel, which quantizes x to 8 bits
+ *            |got - cpu| <= 0.02 * sum_k |w x| against the CPU kernel, which quantizes x to 8 bits;
+ *            on the tensor-core kernel both + 1e-3 * sum_k |w x| (weights and x rounded to f16)
  *   get_rows, kv_store, add, add_bias, copy: exact
  *   rmsnorm  1e-5 relative;  rope 1e-6 absolute;  glu 2e-6 of |gate * up|;  attention 1e-5 (|v| < 1)
  */
@@ -123,6 +124,11 @@ static bool int8_products(tern_cl *cl, uint32_t type, int64_t m) {
     return strcmp(tern_cl_products_name(cl), "f32") != 0 && !float_type(type) && m < tern_cl_gemm_min_m(cl);
 }
 
+/* Whether a product for m tokens runs on the tensor-core kernel (weights and x rounded to f16). */
+static bool mma_products(tern_cl *cl, int64_t m) {
+    return tern_cl_mma_on(cl) && m >= tern_cl_gemm_min_m(cl);
+}
+
 /* The activations a product for m tokens multiplies: x itself, or x as tern_cl_quantize_x8
  * rounds it where the products are int8. That rounding is checked against quant/'s Q8_0: the
  * same f16 scales, and levels that differ by at most one (x / d within a rounding of a half,
@@ -191,15 +197,18 @@ static void check_matmul(tern_cl *cl, const weights *w, const tern_cl_matrix *de
                 xmax = fmax(xmax, fabs((double)x[i * w->k + j]));
             }
             const double g = got[i * w->n + r], c = cpu[i * w->n + r];
-            /* f32 sums of k products: rounding grows like sqrt(k) * 2^-24 of the magnitude */
-            if (fabs(g - exact) > 1e-5 * mag + 1e-6)
+            /* f32 sums of k products: rounding grows like sqrt(k) * 2^-24 of the magnitude; the
+             * mma kernel rounds each weight and each x to f16 first, each by at most 2^-11 of
+             * itself (so a product by 2^-10 of |w x|; f16 subnormals by 2^-25 absolute) */
+            const double f16 = mma_products(cl, m) ? 1e-3 * mag + 1e-4 : 0;
+            if (fabs(g - exact) > 1e-5 * mag + 1e-6 + f16)
                 fail_msg("%s %lldx%lld m=%lld: y[%lld][%lld] = %.7g, exact %.7g (magnitude %.3g)",
                          tern_type_name(w->type), (long long)w->n, (long long)w->k, (long long)m,
                          (long long)i, (long long)r, g, exact, mag);
             /* the CPU kernel and the int8 products round x to 8 bits: each by at most half a level
              * (1/254 of a block's largest |x|), so together by at most sum |w| * max |x| / 127;
              * a wrong scale or level gives errors the size of |w x| itself */
-            if (fabs(g - c) > wsum * xmax / 127.0 + 1e-5 * mag)
+            if (fabs(g - c) > wsum * xmax / 127.0 + 1e-5 * mag + f16)
                 fail_msg("%s m=%lld: y[%lld][%lld] = %.7g, the CPU reference kernel %.7g (magnitude %.3g)",
                          tern_type_name(w->type), (long long)m, (long long)i, (long long)r, g, c, mag);
         }
@@ -871,6 +880,139 @@ static void test_build_failure(void **state) {
     unsetenv("TERN_OPENCL_LIBRARY");
 }
 
+/* ---- the tensor-core prefill kernels (matmul_mma.cl) ---- */
+
+/* Opens the device with TERN_OPENCL_MMA=mma (NULL: unset) and extra TERN_OPENCL_OPTIONS, the
+ * prefill path from 8 tokens; the caller frees it. */
+static tern_cl *open_mma(const char *mma, const char *options) {
+    const char *opts = getenv("TERN_OPENCL_OPTIONS");
+    char *saved = opts ? strdup(opts) : NULL;
+    char with[600];
+    snprintf(with, sizeof with, "%s %s", opts ? opts : "", options);
+    setenv("TERN_OPENCL_OPTIONS", with, 1);
+    if (mma)
+        setenv("TERN_OPENCL_MMA", mma, 1);
+    else
+        unsetenv("TERN_OPENCL_MMA");
+    tern_cl *cl = open_cl();
+    tern_error err = {0};
+    assert_int_equal(tern_cl_set_gemm(cl, TERN_CL_GEMM_AUTO, 8, &err), TERN_OK);
+    unsetenv("TERN_OPENCL_MMA");
+    if (saved)
+        setenv("TERN_OPENCL_OPTIONS", saved, 1);
+    else
+        unsetenv("TERN_OPENCL_OPTIONS");
+    free(saved);
+    return cl;
+}
+
+/* A product through w's rows as check_matmul checks it, on cl. */
+static void check_product(tern_cl *cl, uint32_t type, int64_t n, int64_t k, int64_t m) {
+    weights w = make_weights(type, n, k);
+    tern_cl_matrix *dev = NULL;
+    tern_error err = {0};
+    if (tern_cl_matrix_upload(cl, type, k, n, w.q, &dev, &err) != TERN_OK)
+        fail_msg("upload %s: %s", tern_type_name(type), err.message);
+    check_matmul(cl, &w, dev, m);
+    tern_cl_matrix_free(cl, dev);
+    free_weights(&w);
+}
+
+/* Off when asked (and then the tiled kernel), an error for a value that is not 0, 1 or auto;
+ * on a device without tensor cores, never tried by default. */
+static void test_mma_selection(void **state) {
+    (void)state;
+    tern_cl *cl = open_mma("0", "");
+    assert_false(tern_cl_mma_on(cl));
+    assert_string_equal(tern_cl_mma_state(cl), "off (TERN_OPENCL_MMA=0)");
+    assert_string_equal(tern_cl_gemm_name(cl), "tiled");
+    check_product(cl, TERN_TYPE_Q4_K, 131, 512, 70);
+    tern_cl_free(cl);
+    cl = open_mma(NULL, "-DMMA=0");
+    assert_false(tern_cl_mma_on(cl));
+    assert_non_null(strstr(tern_cl_mma_state(cl), "-DMMA=0"));
+    tern_cl_free(cl);
+    if (tern_cl_device(g_cl)->nv_compute < 80) {
+        cl = open_mma(NULL, "");
+        assert_false(tern_cl_mma_on(cl));
+        if (!strstr(tern_cl_device(cl)->vendor, "NVIDIA"))
+            assert_string_equal(tern_cl_mma_state(cl), "");
+        tern_cl_free(cl);
+    }
+    setenv("TERN_OPENCL_MMA", "yes", 1);
+    tern_error err = {0};
+    assert_int_equal(tern_cl_create(g_device, &cl, &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "TERN_OPENCL_MMA"));
+    unsetenv("TERN_OPENCL_MMA");
+    /* tiles that do not split into warps' blocks are refused before building */
+    setenv("TERN_OPENCL_MMA", "1", 1);
+    setenv("TERN_OPENCL_OPTIONS", "-DMMA_WN=24", 1);
+    assert_int_equal(tern_cl_create(g_device, &cl, &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "MMA_WN"));
+    unsetenv("TERN_OPENCL_OPTIONS");
+    unsetenv("TERN_OPENCL_MMA");
+}
+
+/* Forced on: the kernel (mma.sync on NVIDIA, the portable emulation elsewhere) passes its
+ * self-test, the verdict is cached, and products of odd shapes over the Q4_K_M mix's types
+ * (tails of rows and tokens in the 128 x 64 tiles, more than one tile each way) match the
+ * exact math within f16 rounding; other tile sizes too. */
+static void test_mma_products(void **state) {
+    (void)state;
+    tern_cl *cl = open_mma("1", "");
+    if (!tern_cl_mma_on(cl))
+        fail_msg("mma forced on: %s", tern_cl_mma_state(cl));
+    if (!strstr(tern_cl_mma_state(cl), "self-test passed") || strstr(tern_cl_mma_state(cl), "cached"))
+        fail_msg("first open: %s", tern_cl_mma_state(cl));
+    assert_string_equal(tern_cl_gemm_name(cl), "mma");
+    const uint32_t types[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, TERN_TYPE_Q5_0, TERN_TYPE_Q8_0, TERN_TYPE_F16};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const int64_t k = k_quant(types[t]) ? 768 : 544;
+        check_product(cl, types[t], 131, k, 9);
+        check_product(cl, types[t], 259, k, 70);
+    }
+    tern_cl_free(cl);
+    cl = open_mma("1", ""); /* the same program: the verdict from the cache */
+    assert_true(tern_cl_mma_on(cl));
+    if (!strstr(tern_cl_mma_state(cl), "self-test passed, cached"))
+        fail_msg("second open: %s", tern_cl_mma_state(cl));
+    tern_cl_free(cl);
+    /* other tiles: 64 x 128 of four warps of 32 x 64, and one warp of 16 x 8 */
+    const char *tiles[] = {"-DMMA_TN=64 -DMMA_TM=128 -DMMA_WN=32 -DMMA_WM=64",
+                           "-DMMA_TN=16 -DMMA_TM=8 -DMMA_WN=16 -DMMA_WM=8"};
+    for (size_t i = 0; i < 2; i++) {
+        cl = open_mma("1", tiles[i]);
+        if (!tern_cl_mma_on(cl))
+            fail_msg("%s: %s", tiles[i], tern_cl_mma_state(cl));
+        check_product(cl, TERN_TYPE_Q4_K, 131, 512, 70);
+        tern_cl_free(cl);
+    }
+}
+
+/* A kernel that computes wrongly (a layout error on purpose) fails the self-test: off, with the
+ * reason, and the products are the tiled kernel's; one that does not build: the program is
+ * rebuilt without it. */
+static void test_mma_fallbacks(void **state) {
+    (void)state;
+    tern_cl *cl = open_mma("1", "-DTERN_WRONG_MMA");
+    assert_false(tern_cl_mma_on(cl));
+    if (!strstr(tern_cl_mma_state(cl), "off: the self-test failed: a Q4_K product is off"))
+        fail_msg("state: %s", tern_cl_mma_state(cl));
+    check_product(cl, TERN_TYPE_Q4_K, 131, 512, 70);
+    tern_cl_free(cl);
+    cl = open_mma("1", "-DTERN_WRONG_MMA"); /* the failure is cached too */
+    assert_false(tern_cl_mma_on(cl));
+    assert_non_null(strstr(tern_cl_mma_state(cl), "cached verdict"));
+    tern_cl_free(cl);
+    cl = open_mma("1", "-DTERN_BROKEN_MMA");
+    assert_false(tern_cl_mma_on(cl));
+    if (!strstr(tern_cl_mma_state(cl), "off: the mma kernels did not build") ||
+        !strstr(tern_cl_mma_state(cl), "TERN_BROKEN_MMA"))
+        fail_msg("state: %s", tern_cl_mma_state(cl));
+    check_product(cl, TERN_TYPE_Q4_K, 131, 512, 70);
+    tern_cl_free(cl);
+}
+
 /* ---- contexts: the choice of backend and the fallbacks to the CPU ---- */
 
 #define MODEL "tests/golden/tiny-q4km.gguf"
@@ -1161,6 +1303,9 @@ int main(void) {
         cmocka_unit_test(test_program_cache),
         cmocka_unit_test(test_build_failure),
         cmocka_unit_test(test_dot8_fallback),
+        cmocka_unit_test(test_mma_selection),
+        cmocka_unit_test(test_mma_products),
+        cmocka_unit_test(test_mma_fallbacks),
         cmocka_unit_test(test_context_build_failure),
         cmocka_unit_test(test_context_runtime_failure),
         cmocka_unit_test(test_backend_rope),
@@ -1188,6 +1333,20 @@ int main(void) {
             cmocka_unit_test(test_attention_then_product),
         };
         failed += cmocka_run_group_tests(products, NULL, NULL);
+        /* and with the prefill products on the mma kernel where the default has them off (its
+         * portable emulation on devices without tensor cores) */
+        if (!tern_cl_mma_on(g_cl)) {
+            setenv("TERN_OPENCL_MMA", "1", 1); /* for the handles the tests open too */
+            tern_cl_free(g_cl);
+            g_cl = open_cl();
+            assert_int_equal(tern_cl_set_gemm(g_cl, TERN_CL_GEMM_AUTO, 8, &err), TERN_OK);
+            printf("prefill products: mma %s\n", tern_cl_mma_state(g_cl));
+            const struct CMUnitTest on_mma[] = {cmocka_unit_test(test_matmul_every_type),
+                                                cmocka_unit_test(test_split_weights),
+                                                cmocka_unit_test(test_norm_then_product)};
+            failed += cmocka_run_group_tests(on_mma, NULL, NULL);
+            unsetenv("TERN_OPENCL_MMA");
+        }
         if (saved)
             setenv("TERN_OPENCL_OPTIONS", saved, 1);
         else

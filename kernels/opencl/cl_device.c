@@ -67,7 +67,15 @@ const char *tern_cl_products_name(const tern_cl *cl) {
 }
 
 const char *tern_cl_gemm_name(const tern_cl *cl) {
-    return cl->gemm == TERN_CL_GEMM_CLBLAST ? "clblast" : "tiled";
+    return cl->mma ? "mma" : cl->gemm == TERN_CL_GEMM_CLBLAST ? "clblast" : "tiled";
+}
+
+bool tern_cl_mma_on(const tern_cl *cl) {
+    return cl->mma;
+}
+
+const char *tern_cl_mma_state(const tern_cl *cl) {
+    return cl->mma_state;
 }
 
 int64_t tern_cl_gemm_min_m(const tern_cl *cl) {
@@ -237,6 +245,7 @@ static tern_status make_kernel(tern_cl *cl, const char *name, size_t local, cl_k
 static tern_status make_kernels(tern_cl *cl, tern_error *err) {
     const tern_cl_tunables *t = &cl->tune;
     const size_t mm_threads = (size_t)((t->mm_tn / t->mm_wn) * (t->mm_tm / t->mm_wm));
+    const size_t mma_threads = (size_t)(32 * (t->mma_tn / t->mma_wn) * (t->mma_tm / t->mma_wm));
     tern_status st = TERN_OK;
     for (size_t i = 0; i < sizeof weight_types / sizeof weight_types[0] && st == TERN_OK; i++) {
         const uint32_t type = weight_types[i];
@@ -249,6 +258,10 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
             snprintf(cl->names[f][type], sizeof cl->names[f][type], "%s_%s", families[f],
                      tern_cl_type_suffix(type));
             st = make_kernel(cl, cl->names[f][type], locals[f], kernels[f], err);
+        }
+        if (st == TERN_OK && t->mma) {
+            snprintf(cl->names[5][type], sizeof cl->names[5][type], "matmul_mma_%s", tern_cl_type_suffix(type));
+            st = make_kernel(cl, cl->names[5][type], mma_threads, &cl->matmul_mma[type], err);
         }
     }
     struct {
@@ -370,6 +383,7 @@ tern_status tern_cl_create(int index, tern_cl **out, tern_error *err) {
         (st = gemm_from_env(cl, err)) != TERN_OK ||
         (st = tern_cl_alloc(cl, 1024, NULL, &cl->ids, err)) != TERN_OK)
         goto fail;
+    tern_cl_mma_probe(cl);
     if (profiling && !(cl->profile = calloc(1, sizeof *cl->profile))) {
         st = tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
         goto fail;
@@ -388,7 +402,7 @@ void tern_cl_free(tern_cl *cl) {
     if (cl->queue && cl->api.Finish(cl->queue) == CL_SUCCESS)
         tern_cl_profile_collect(cl);
     tern_cl_profile_print_free(cl);
-    cl_kernel *typed[] = {cl->matvec, cl->matmul, cl->dequant, cl->matvec3, cl->matvec_glu};
+    cl_kernel *typed[] = {cl->matvec, cl->matmul, cl->dequant, cl->matvec3, cl->matvec_glu, cl->matmul_mma};
     for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (typed[i][t])

@@ -67,6 +67,8 @@ typedef struct tern_cl_tunables {
     int mm_tn, mm_tm, mm_wn, mm_wm; /* matmul.cl */
     int norm_wgs, ew_wgs;           /* ops.cl */
     int att_wgs, att_max_d, att_tq; /* attention.cl */
+    int mma;                        /* matmul_mma.cl's MMA: 0 not built, 1 portable, 2 mma.sync */
+    int mma_tn, mma_tm, mma_wn, mma_wm;
 } tern_cl_tunables;
 
 /* CLBlastSgemm (clblast_c.h), whose enums are passed as ints: row-major 101, no transpose 111,
@@ -106,13 +108,17 @@ struct tern_cl {
     cl_command_queue queue;
     cl_program program;
     char origin[1100]; /* tern_cl_program_origin */
+    /* The program's cache entry (empty when there is no cache directory) and its key: the mma
+     * self-test's verdict is kept beside it (cl_mma.c). */
+    char cache_file[1024], cache_key[1800];
     tern_cl_tunables tune;
     uint64_t split_bytes; /* weights larger than this are split: max_alloc, or TERN_OPENCL_SPLIT */
 
     cl_kernel matvec[TERN_TYPE_COUNT], matmul[TERN_TYPE_COUNT], dequant[TERN_TYPE_COUNT],
-        matvec3[TERN_TYPE_COUNT], matvec_glu[TERN_TYPE_COUNT];
-    /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3, [4] matvec_glu */
-    char names[5][TERN_TYPE_COUNT][20];
+        matvec3[TERN_TYPE_COUNT], matvec_glu[TERN_TYPE_COUNT], matmul_mma[TERN_TYPE_COUNT];
+    /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3, [4] matvec_glu,
+     * [5] matmul_mma (only where MMA is built) */
+    char names[6][TERN_TYPE_COUNT][20];
     cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
         quantize_x8, attention_tiled;
     bool att_tiled;    /* attention_tiled fits the device (work-group and local memory) */
@@ -120,6 +126,8 @@ struct tern_cl {
 
     /* prefill products */
     tern_cl_gemm_path gemm; /* TILED or CLBLAST once resolved */
+    bool mma;               /* matmul_mma (tensor cores) takes the prefill products: it built and passed */
+    char mma_state[240];    /* tern_cl_mma_state: why it is on or off; empty when never tried */
     int64_t gemm_min_m;
     tern_clblast_sgemm_fn sgemm; /* NULL when CLBlast did not load */
     cl_mem tile;                 /* f32 weight rows for CLBlast, grown on first use */
@@ -148,6 +156,9 @@ struct tern_cl {
  * floats, ATT_TQ x 16 probabilities, two reductions of 4 ATT_TQ). */
 #define TERN_CL_AT_D 128
 #define TERN_CL_AT_LOCAL_BYTES(tq) (4u * (((unsigned)(tq) + 32u) * 132u + 16u * (unsigned)(tq) + 8u * (unsigned)(tq)))
+
+/* matmul_mma.cl's local memory for MMA_TN x MMA_TM tiles: two buffers of rows of 20 words. */
+#define TERN_CL_MMA_LOCAL_BYTES(tn, tm) (2u * 80u * ((uint64_t)(tn) + (uint64_t)(tm)))
 
 /* NVIDIA GPUs get defaults measured on one (docs/benchmarks.md): int8 decode products with dp4a,
  * larger prefill tiles, and our tiled prefill kernel rather than CLBlast. */
@@ -195,6 +206,23 @@ void tern_cl_profile_host(tern_cl *cl, double t0, bool waited); /* charges now -
 /* Builds (or loads from the cache) the program with the tunables resolved from the device and
  * TERN_OPENCL_OPTIONS; sets cl->program, cl->tune and cl->origin. */
 tern_status tern_cl_build_program(tern_cl *cl, tern_error *err);
+
+/* Whether matmul_mma takes the prefill products (cl->mma, cl->mma_state): after make_kernels,
+ * with the program built with MMA != 0, its self-test against matmul_<type> on random data,
+ * whose verdict is cached beside the program binary. Failures of the self-test, the device's
+ * included, only turn it off. (cl_mma.c) */
+void tern_cl_mma_probe(tern_cl *cl);
+/* A prefill kernel's launch (matmul.cl's and matmul_mma.cl's arguments) over one part of w for m
+ * tokens, in tiles of tile_rows x tile_tokens of `threads` work-items each. */
+void tern_cl_gemm_launch(tern_cl *cl, cl_kernel kernel, const char *name, const tern_cl_matrix *w,
+                         const tern_cl_part *part, cl_mem x, int64_t m, cl_mem y, int tile_rows, int tile_tokens,
+                         size_t threads);
+/* matmul_<type>, the portable tiled prefill kernel, over one part of w for m tokens. */
+void tern_cl_matmul_tiled(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part *part, cl_mem x, int64_t m,
+                          cl_mem y);
+/* matmul_mma over one part of w for m tokens into y's columns of the part. */
+void tern_cl_matmul_mma(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part *part, cl_mem x, int64_t m,
+                        cl_mem y);
 
 /* "q4_k" for TERN_TYPE_Q4_K: the suffix of the per-type kernel names; NULL if not supported. */
 const char *tern_cl_type_suffix(uint32_t type);

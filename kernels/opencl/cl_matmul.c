@@ -163,12 +163,35 @@ static bool whole_pieces(tern_cl *cl, const tern_cl_matrix *w) {
     return false;
 }
 
+void tern_cl_gemm_launch(tern_cl *cl, cl_kernel kernel, const char *name, const tern_cl_matrix *w,
+                         const tern_cl_part *part, cl_mem x, int64_t m, cl_mem y, int tile_rows, int tile_tokens,
+                         size_t threads) {
+    const cl_ulong row_bytes = w->row_bytes;
+    const cl_int rows = (cl_int)part->rows, k = (cl_int)w->k, mm = (cl_int)m, y_stride = (cl_int)w->n_rows,
+                 y_offset = (cl_int)part->row0;
+    const tern_cl_arg args[] = {TERN_CL_ARG(part->mem), TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows),
+                                TERN_CL_ARG(k),         TERN_CL_ARG(x),         TERN_CL_ARG(mm),
+                                TERN_CL_ARG(y),         TERN_CL_ARG(y_stride),  TERN_CL_ARG(y_offset)};
+    const size_t global[2] = {(size_t)((rows + tile_rows - 1) / tile_rows) * threads,
+                              (size_t)((m + tile_tokens - 1) / tile_tokens)};
+    const size_t local[2] = {threads, 1};
+    tern_cl_launch(cl, kernel, name, 9, args, 2, global, local,
+                   (uint64_t)rows * w->row_bytes + (uint64_t)(m * (w->k + rows)) * 4);
+}
+
+void tern_cl_matmul_tiled(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part *part, cl_mem x, int64_t m,
+                          cl_mem y) {
+    const tern_cl_tunables *t = &cl->tune;
+    tern_cl_gemm_launch(cl, cl->matmul[w->type], cl->names[1][w->type], w, part, x, m, y, t->mm_tn, t->mm_tm,
+                        (size_t)((t->mm_tn / t->mm_wn) * (t->mm_tm / t->mm_wm)));
+}
+
 void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, cl_mem y) {
     const tern_cl_tunables *t = &cl->tune;
     if (!whole_pieces(cl, w))
         return;
     const cl_ulong row_bytes = w->row_bytes;
-    const cl_int k = (cl_int)w->k, y_stride = (cl_int)w->n_rows, mm = (cl_int)m;
+    const cl_int k = (cl_int)w->k, y_stride = (cl_int)w->n_rows;
     const cl_mem xv = m < cl->gemm_min_m ? product_input(cl, w, x, m) : x; /* once for every part */
     for (int p = 0; p < w->n_parts && !cl->failed; p++) {
         const tern_cl_part *part = &w->parts[p];
@@ -184,20 +207,16 @@ void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, c
                            (uint64_t)rows * w->row_bytes + (uint64_t)(m * (w->k + rows)) * 4);
             continue;
         }
+        if (cl->mma) {
+            tern_cl_matmul_mma(cl, w, part, x, m, y);
+            continue;
+        }
         if (cl->gemm == TERN_CL_GEMM_CLBLAST) {
             if (matmul_clblast(cl, w, part, x, m, y))
                 continue;
             cl->gemm = TERN_CL_GEMM_TILED; /* CLBlast refused this device: ours from now on */
         }
-        const size_t threads = (size_t)((t->mm_tn / t->mm_wn) * (t->mm_tm / t->mm_wm));
-        const tern_cl_arg args[] = {TERN_CL_ARG(part->mem), TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows),
-                                    TERN_CL_ARG(k),         TERN_CL_ARG(x),         TERN_CL_ARG(mm),
-                                    TERN_CL_ARG(y),         TERN_CL_ARG(y_stride),  TERN_CL_ARG(y_offset)};
-        const size_t global[2] = {(size_t)((rows + t->mm_tn - 1) / t->mm_tn) * threads,
-                                  (size_t)((m + t->mm_tm - 1) / t->mm_tm)};
-        const size_t local[2] = {threads, 1};
-        tern_cl_launch(cl, cl->matmul[w->type], cl->names[1][w->type], 9, args, 2, global, local,
-                       (uint64_t)rows * w->row_bytes + (uint64_t)(m * (w->k + rows)) * 4);
+        tern_cl_matmul_tiled(cl, w, part, x, m, y);
     }
 }
 

@@ -57,9 +57,44 @@ static int find_define(const char *extra, const char *name, int min, int max, in
     return 1;
 }
 
-/* dot8_off: DOT8 is 0 whatever the default (the rebuild after a failed default). *dot8_given:
- * whether TERN_OPENCL_OPTIONS sets DOT8. */
-static tern_status resolve_tunables(tern_cl *cl, const char *extra, bool dot8_off, bool *dot8_given,
+/* What a rebuild after a failed build turns off, whatever the defaults: the int8 decode products
+ * (DOT8), the tensor-core prefill kernels (MMA). */
+typedef struct build_fallback {
+    bool dot8_off, mma_off;
+} build_fallback;
+
+/* Whether TERN_OPENCL_OPTIONS sets DOT8 or MMA itself (the user's choice: no fallback). */
+typedef struct build_given {
+    bool dot8, mma;
+} build_given;
+
+/* The default MMA from TERN_OPENCL_MMA and the device, with the reason it is off in
+ * cl->mma_state (left empty where tensor cores were never in question). */
+static tern_status mma_default(tern_cl *cl, bool nv, int *out, tern_error *err) {
+    const char *env = getenv("TERN_OPENCL_MMA");
+    const int cc = cl->info.nv_compute;
+    cl->mma_state[0] = '\0';
+    *out = 0;
+    if (env && !strcmp(env, "0")) {
+        snprintf(cl->mma_state, sizeof cl->mma_state, "off (TERN_OPENCL_MMA=0)");
+    } else if (env && !strcmp(env, "1")) {
+        *out = nv ? 2 : 1; /* forced: mma.sync on any NVIDIA GPU, the portable kernel elsewhere */
+    } else if (env && env[0] && strcmp(env, "auto")) {
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "TERN_OPENCL_MMA is 0, 1 or auto, not '%s'", env);
+    } else if (nv && cc >= 80) {
+        *out = 2;
+    } else if (nv && cc) {
+        snprintf(cl->mma_state, sizeof cl->mma_state,
+                 "off: compute capability %d.%d (mma.sync f16 needs 8.0; TERN_OPENCL_MMA=1 tries it)", cc / 10,
+                 cc % 10);
+    } else if (nv) {
+        snprintf(cl->mma_state, sizeof cl->mma_state,
+                 "off: unknown compute capability (TERN_OPENCL_MMA=1 tries mma.sync)");
+    }
+    return TERN_OK;
+}
+
+static tern_status resolve_tunables(tern_cl *cl, const char *extra, build_fallback off, build_given *given,
                                     char *defines, size_t cap, tern_error *err) {
     tern_cl_tunables *t = &cl->tune;
     const size_t max_wg = cl->info.max_work_group;
@@ -77,11 +112,15 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, bool dot8_of
     const int dot8_default = dot8_env && dot8_env[0] >= '0' && dot8_env[0] <= '2' && !dot8_env[1]
                                  ? dot8_env[0] - '0'
                                  : nv ? 2 : 0;
+    int mma = 0;
+    tern_status st = mma_default(cl, nv, &mma, err);
+    if (st != TERN_OK)
+        return st;
     tunable list[] = {
         {"MV_WGS", &t->mv_wgs, wide >= 64 ? 64 : wide, true, 1, BIG},
         {"MV_ROWS", &t->mv_rows, 4, false, 1, BIG},
         {"MV_SHFL", &t->mv_shfl, nv ? 1 : 0, false, 0, 1},
-        {"DOT8", &t->dot8, dot8_off ? 0 : dot8_default, false, 0, 2},
+        {"DOT8", &t->dot8, off.dot8_off ? 0 : dot8_default, false, 0, 2},
         {"MM_TN", &t->mm_tn, nv ? 128 : 64, false, 1, BIG},
         {"MM_TM", &t->mm_tm, nv ? 128 : 64, false, 1, BIG},
         {"MM_WN", &t->mm_wn, nv || max_wg < 256 ? 8 : 4, false, 1, BIG},
@@ -91,10 +130,16 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, bool dot8_of
         {"ATT_WGS", &t->att_wgs, wide >= 128 ? 128 : wide, true, 1, BIG},
         {"ATT_MAX_D", &t->att_max_d, 256, false, 1, BIG},
         {"ATT_TQ", &t->att_tq, cl->info.local_mem >= TERN_CL_AT_LOCAL_BYTES(32) ? 32 : 16, false, 1, 64},
+        {"MMA", &t->mma, off.mma_off ? 0 : mma, false, 0, 2},
+        /* 8 warps of 32 x 32 outputs: 16 mma per warp per piece, 30 KB of local memory */
+        {"MMA_TN", &t->mma_tn, 128, false, 16, BIG},
+        {"MMA_TM", &t->mma_tm, 64, false, 8, BIG},
+        {"MMA_WN", &t->mma_wn, 32, false, 16, BIG},
+        {"MMA_WM", &t->mma_wm, 32, false, 8, BIG},
     };
     size_t used = 0;
     defines[0] = '\0';
-    *dot8_given = false;
+    *given = (build_given){false, false};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         int found = find_define(extra, list[i].name, list[i].min, list[i].max, list[i].value);
         if (found < 0)
@@ -102,7 +147,9 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, bool dot8_of
                                   "TERN_OPENCL_OPTIONS: -D%s needs an integer in %d..%d", list[i].name,
                                   list[i].min, list[i].max);
         if (found && list[i].value == &t->dot8)
-            *dot8_given = true;
+            given->dot8 = true;
+        if (found && list[i].value == &t->mma)
+            given->mma = true;
         if (!found) {
             *list[i].value = list[i].def;
             used += (size_t)snprintf(defines + used, cap - used, " -D%s=%d", list[i].name, list[i].def);
@@ -113,23 +160,32 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, bool dot8_of
         if (list[i].power_of_two && (v & (v - 1)))
             return tern_error_set(err, TERN_ERR_INVALID_ARG, "%s=%d must be a power of two", list[i].name, v);
     }
+    if (given->mma && t->mma == 0)
+        snprintf(cl->mma_state, sizeof cl->mma_state, "off (-DMMA=0 in TERN_OPENCL_OPTIONS)");
     const int mm_threads = (t->mm_tn / t->mm_wn) * (t->mm_tm / t->mm_wm);
     if (t->mm_tn % t->mm_wn || t->mm_tm % t->mm_wm || t->mm_tn > mm_threads)
         return tern_error_set(err, TERN_ERR_INVALID_ARG,
                               "MM_TN/MM_WN and MM_TM/MM_WM must divide, and MM_TN <= the %d work-items",
                               mm_threads);
+    const int mma_threads = 32 * (t->mma_tn / t->mma_wn) * (t->mma_tm / t->mma_wm);
+    if (t->mma && (t->mma_wn % 16 || t->mma_wm % 8 || t->mma_tn % t->mma_wn || t->mma_tm % t->mma_wm))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "MMA_WN must be a multiple of 16, MMA_WM of 8, and they must divide MMA_TN, MMA_TM");
     const size_t needs[] = {(size_t)t->mv_wgs, (size_t)mm_threads, (size_t)t->norm_wgs, (size_t)t->att_wgs,
-                            (size_t)t->ew_wgs};
+                            (size_t)t->ew_wgs, t->mma ? (size_t)mma_threads : 1};
     for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
         if (needs[i] > max_wg)
             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                                   "work-groups of %zu are over the device's limit %zu", needs[i], max_wg);
-    /* local memory: matmul tiles, attention's query and score rows */
+    /* local memory: matmul tiles (f32), the mma tiles (two buffers of f16 rows padded to 80
+     * bytes), attention's query and score rows */
     const uint64_t local = 4u * (uint64_t)(32 * (t->mm_tn + t->mm_tm));
-    if (local > cl->info.local_mem)
+    const uint64_t mma_local = t->mma ? TERN_CL_MMA_LOCAL_BYTES(t->mma_tn, t->mma_tm) : 0;
+    if (local > cl->info.local_mem || mma_local > cl->info.local_mem)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "the matmul tiles need %llu bytes of local memory, the device has %llu",
-                              (unsigned long long)local, (unsigned long long)cl->info.local_mem);
+                              (unsigned long long)(local > mma_local ? local : mma_local),
+                              (unsigned long long)cl->info.local_mem);
     return TERN_OK;
 }
 
@@ -257,11 +313,11 @@ static void drop_program(tern_cl *cl) {
     cl->program = NULL;
 }
 
-/* One build (or cache load) with the tunables resolved; dot8_off as in resolve_tunables. */
-static tern_status build_program(tern_cl *cl, bool dot8_off, bool *dot8_given, tern_error *err) {
+/* One build (or cache load) with the tunables resolved (off, given: as in resolve_tunables). */
+static tern_status build_program(tern_cl *cl, build_fallback off, build_given *given, tern_error *err) {
     const char *extra = getenv("TERN_OPENCL_OPTIONS");
-    char defines[400], options[1200];
-    tern_status st = resolve_tunables(cl, extra, dot8_off, dot8_given, defines, sizeof defines, err);
+    char defines[600], options[1400];
+    tern_status st = resolve_tunables(cl, extra, off, given, defines, sizeof defines, err);
     if (st != TERN_OK)
         return st;
     if (snprintf(options, sizeof options, "-cl-std=CL1.2%s %s", defines, extra ? extra : "") >=
@@ -271,10 +327,12 @@ static tern_status build_program(tern_cl *cl, bool dot8_off, bool *dot8_given, t
     uint64_t src_hash = FNV_START;
     for (int i = 0; i < tern_cl_n_sources; i++)
         src_hash = fnv1a(src_hash, tern_cl_sources[i], strlen(tern_cl_sources[i]));
-    char key[1600], path[1024];
+    char key[1800], path[1024];
     snprintf(key, sizeof key, "%s|%s|%s|%016llx|%s", cl->info.name, cl->info.driver, cl->info.version,
              (unsigned long long)src_hash, options);
     const bool cacheable = cache_path(fnv1a(FNV_START, key, strlen(key)), path, sizeof path);
+    snprintf(cl->cache_file, sizeof cl->cache_file, "%s", cacheable ? path : "");
+    snprintf(cl->cache_key, sizeof cl->cache_key, "%s", key);
 
     size_t bin_size = 0;
     unsigned char *bin = cacheable ? cache_load(path, key, &bin_size) : NULL;
@@ -313,23 +371,45 @@ static tern_status build_program(tern_cl *cl, bool dot8_off, bool *dot8_given, t
     return TERN_OK;
 }
 
+/* A build that failed with what a fallback turns off still on: the same build with it off, and
+ * the first failure's message kept in why. */
+static bool can_fall_back(tern_status st, bool given, int value) {
+    return st == TERN_ERR_BACKEND && !given && value != 0;
+}
+
 tern_status tern_cl_build_program(tern_cl *cl, tern_error *err) {
-    bool given = false;
+    build_given given;
+    build_fallback off = {false, false};
     tern_error first = {0};
-    tern_status st = build_program(cl, false, &given, &first);
-    if (st != TERN_ERR_BACKEND || given || cl->tune.dot8 == 0) {
-        if (st != TERN_OK && err)
+    tern_status st = build_program(cl, off, &given, &first);
+    /* The tensor-core kernels did not build (a driver that rejects mma.sync, say): without them,
+     * the reason in the mma state (set last: every build resets it). */
+    char mma_why[220] = "";
+    if (can_fall_back(st, given.mma, cl->tune.mma)) {
+        snprintf(mma_why, sizeof mma_why, "off: the mma kernels did not build: %.180s", first.message);
+        off.mma_off = true;
+        first = (tern_error){0};
+        st = build_program(cl, off, &given, &first);
+    }
+    if (can_fall_back(st, given.dot8, cl->tune.dot8)) {
+        /* The default int8 products did not build (a driver that takes no inline PTX, say): the
+         * portable f32 products instead, and the reason kept in the origin line. */
+        char why[200];
+        snprintf(why, sizeof why, "%.190s", first.message);
+        off.dot8_off = true;
+        first = (tern_error){0};
+        if ((st = build_program(cl, off, &given, &first)) == TERN_OK) {
+            const size_t n = strlen(cl->origin);
+            snprintf(cl->origin + n, sizeof cl->origin - n,
+                     "; f32 products, the int8 ones did not build: %.160s", why);
+        }
+    }
+    if (st != TERN_OK) {
+        if (err)
             *err = first;
         return st;
     }
-    /* The default int8 products did not build (a driver that takes no inline PTX, say): the
-     * portable f32 products instead, and the reason kept in the origin line. */
-    char why[200];
-    snprintf(why, sizeof why, "%.190s", first.message);
-    if ((st = build_program(cl, true, &given, err)) != TERN_OK)
-        return st;
-    const size_t n = strlen(cl->origin);
-    snprintf(cl->origin + n, sizeof cl->origin - n, "; f32 products, the int8 ones did not build: %.160s",
-             why);
+    if (mma_why[0])
+        snprintf(cl->mma_state, sizeof cl->mma_state, "%s", mma_why);
     return TERN_OK;
 }

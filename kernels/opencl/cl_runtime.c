@@ -170,6 +170,13 @@ static void describe_device(const tern_cl_api *api, cl_device_id d, tern_cl_devi
             info->fp16 = strstr(ext, "cl_khr_fp16") != NULL;
             info->subgroups =
                 strstr(ext, "cl_khr_subgroups") != NULL || strstr(ext, "cl_intel_subgroups") != NULL;
+            /* cl_nv_device_attribute_query: CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, _MINOR_NV */
+            cl_uint major = 0, minor = 0;
+            if (strstr(ext, "cl_nv_device_attribute_query") &&
+                api->GetDeviceInfo(d, 0x4000, sizeof major, &major, NULL) == CL_SUCCESS &&
+                api->GetDeviceInfo(d, 0x4001, sizeof minor, &minor, NULL) == CL_SUCCESS && major < 100 &&
+                minor < 10)
+                info->nv_compute = (int)(major * 10 + minor);
         }
         free(ext);
     }

@@ -40,6 +40,7 @@ typedef struct tern_cl_device_info {
     size_t max_work_group;
     bool fp16;      /* cl_khr_fp16 */
     bool subgroups; /* cl_khr_subgroups or cl_intel_subgroups */
+    int nv_compute; /* NVIDIA's compute capability times 10 (90: sm_90), 0 elsewhere or unknown */
 } tern_cl_device_info;
 
 #define TERN_CL_MAX_DEVICES 32
@@ -66,6 +67,10 @@ typedef enum tern_cl_gemm_path {
  *   TERN_OPENCL_GEMM     tiled | clblast | auto
  *   TERN_OPENCL_GEMM_MIN_M the smallest batch that takes the prefill path (default 129 with
  *                          dp4a products, else 8)
+ *   TERN_OPENCL_MMA      prefill products on tensor cores (matmul_mma.cl): 0 off, 1 on wherever
+ *                        they build and pass their self-test (NVIDIA's mma.sync on any NVIDIA
+ *                        GPU, the portable emulation elsewhere: tests), unset: on NVIDIA GPUs of
+ *                        sm_80 and later
  *   TERN_OPENCL_SPLIT      bytes: split weights at this size rather than at the device's
  *                          allocation limit (tests of split weights on a device without one)
  *   TERN_OPENCL_FAIL_AFTER n: the n-th kernel launch fails (tests of the CPU fallback)
@@ -78,6 +83,11 @@ const tern_cl_device_info *tern_cl_device(const tern_cl *cl);
 /* "built", or "from the cache <path>"; and the gemm path in use ("clblast", "tiled"). */
 const char *tern_cl_program_origin(const tern_cl *cl);
 const char *tern_cl_gemm_name(const tern_cl *cl);
+/* Whether prefill products run on tensor cores (matmul_mma), and why they do or do not: "on
+ * (f16 mma.sync, self-test passed)", "off: the self-test failed (...)", ...; "" when they were
+ * never tried (TERN_OPENCL_MMA unset on a device without them). */
+bool tern_cl_mma_on(const tern_cl *cl);
+const char *tern_cl_mma_state(const tern_cl *cl);
 /* How decode products over quantized weights multiply (the DOT8 tunable): "f32", or x rounded
  * to 8 bits with "int8 portable" or "int8 dp4a" sums. */
 const char *tern_cl_products_name(const tern_cl *cl);

@@ -1,0 +1,258 @@
+/*
+ * The tensor-core prefill products (matmul_mma.cl): whether they are used, and their launch.
+ *
+ * A program built with MMA != 0 has matmul_mma_<type> kernels, but a driver may compile inline
+ * PTX it then runs wrongly, and the fragment layouts are easy to get wrong, so before any use a
+ * self-test multiplies random Q4_K weights by random activations with matmul_mma_q4_k and with
+ * the portable matmul_q4_k on the device, over a shape with a tail of rows and of tokens in the
+ * tiles, and compares. It runs on a context of its own, with the program loaded there from the
+ * device's binary: a kernel that faults ruins its context (NVIDIA's driver then fails every
+ * later call on it), and the device's context must survive a failed probe. Its verdict is
+ * cached beside the program binary (the same key: device, driver, sources, options), so a
+ * cached program does not run it again. A mismatch or a failure of the kernels' run turns the
+ * path off, with the reason in tern_cl_mma_state; a failure to set the test up does too, but is
+ * not cached (it may be the moment's: memory, say).
+ *
+ * Verdict file: <program cache entry>.mma, holding "TERNMMA1\n<key>\n<0 or 1>\n".
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/opencl/cl_internal.h"
+
+#define VERDICT_MAGIC "TERNMMA1"
+
+/* The self-test's shape: one full tile of the defaults and a tail, in rows and in tokens. */
+enum { TEST_K = 512, TEST_ROWS = 131, TEST_TOKENS = 67, Q4_K_BLOCK = 144 };
+
+/* RMS of mma - portable over RMS of portable: f16 rounding gives ~3e-4, a wrong fragment O(1). */
+#define TEST_RMS_ALLOWED 5e-3
+
+void tern_cl_matmul_mma(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part *part, cl_mem x, int64_t m,
+                        cl_mem y) {
+    const tern_cl_tunables *t = &cl->tune;
+    tern_cl_gemm_launch(cl, cl->matmul_mma[w->type], cl->names[5][w->type], w, part, x, m, y, t->mma_tn, t->mma_tm,
+                        (size_t)(32 * (t->mma_tn / t->mma_wn) * (t->mma_tm / t->mma_wm)));
+}
+
+/* ---- the verdict cache ---- */
+
+static bool verdict_path(const tern_cl *cl, char *out, size_t cap) {
+    return cl->cache_file[0] && snprintf(out, cap, "%s.mma", cl->cache_file) < (int)cap;
+}
+
+/* 1 passed, 0 failed, -1 no valid verdict for this program. */
+static int verdict_load(const tern_cl *cl) {
+    char path[1100], want[1900], got[1900];
+    if (!verdict_path(cl, path, sizeof path))
+        return -1;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    const size_t n = fread(got, 1, sizeof got - 1, f);
+    fclose(f);
+    got[n] = '\0';
+    const int len = snprintf(want, sizeof want, "%s\n%s\n", VERDICT_MAGIC, cl->cache_key);
+    if (len >= (int)sizeof want || n != (size_t)len + 2 || memcmp(got, want, (size_t)len) != 0 ||
+        got[n - 1] != '\n' || (got[len] != '0' && got[len] != '1'))
+        return -1;
+    return got[len] - '0';
+}
+
+/* Written to a temporary file and renamed (atomic); any failure leaves no verdict. */
+static void verdict_store(const tern_cl *cl, bool passed) {
+    char path[1100], tmp[1200];
+    if (!verdict_path(cl, path, sizeof path))
+        return;
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return;
+    const bool ok = fprintf(f, "%s\n%s\n%d\n", VERDICT_MAGIC, cl->cache_key, passed ? 1 : 0) > 0;
+    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0)
+        remove(tmp);
+}
+
+/* ---- the self-test ---- */
+
+static void probe_close(tern_cl *p) {
+    if (!p)
+        return;
+    if (p->matmul[TERN_TYPE_Q4_K])
+        p->api.ReleaseKernel(p->matmul[TERN_TYPE_Q4_K]);
+    if (p->matmul_mma[TERN_TYPE_Q4_K])
+        p->api.ReleaseKernel(p->matmul_mma[TERN_TYPE_Q4_K]);
+    if (p->program)
+        p->api.ReleaseProgram(p->program);
+    if (p->queue)
+        p->api.ReleaseCommandQueue(p->queue);
+    if (p->context)
+        p->api.ReleaseContext(p->context);
+    free(p);
+}
+
+static uint32_t next_u32(uint32_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return *s;
+}
+
+/* Random Q4_K rows: random levels, sub-block scales and mins, with fixed finite f16 d (1/16)
+ * and dmin (1/32) so no block holds an infinity or a NaN. */
+static void random_q4_k(uint8_t *q, size_t bytes, uint32_t *seed) {
+    for (size_t i = 0; i < bytes; i++)
+        q[i] = (uint8_t)(next_u32(seed) >> 24);
+    for (size_t b = 0; b + Q4_K_BLOCK <= bytes; b += Q4_K_BLOCK) {
+        q[b] = 0x00, q[b + 1] = 0x2C;     /* d = 0x2C00 */
+        q[b + 2] = 0x00, q[b + 3] = 0x28; /* dmin = 0x2800 */
+    }
+}
+
+/* The relative RMS difference of got from want (infinite when either is not finite). */
+static double relative_rms(const float *got, const float *want, size_t n) {
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]) || !isfinite(want[i]))
+            return INFINITY;
+        diff += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+        norm += (double)want[i] * want[i];
+    }
+    return norm > 0 ? sqrt(diff / norm) : INFINITY;
+}
+
+/* 1 passed, 0 the results differ, -1 the test could not run; why says how. */
+static int self_test(tern_cl *cl, char *why, size_t cap) {
+    const size_t row_bytes = TEST_K / 256 * Q4_K_BLOCK, n_y = (size_t)TEST_ROWS * TEST_TOKENS;
+    uint8_t *q = malloc(row_bytes * TEST_ROWS);
+    float *x = malloc(sizeof(float) * (TEST_K * TEST_TOKENS + 2 * n_y));
+    tern_cl_matrix *w = NULL;
+    cl_mem xd = NULL, yd[2] = {NULL, NULL};
+    tern_error err = {0};
+    int verdict = -1;
+    if (!q || !x) {
+        snprintf(why, cap, "out of memory");
+        goto done;
+    }
+    float *y = x + TEST_K * TEST_TOKENS, *y_ref = y + n_y;
+    uint32_t seed = 0x2545F491u;
+    random_q4_k(q, row_bytes * TEST_ROWS, &seed);
+    for (int i = 0; i < TEST_K * TEST_TOKENS; i++)
+        x[i] = (float)(next_u32(&seed) >> 8) / 8388608.0f - 1.0f;
+    if (tern_cl_matrix_upload(cl, TERN_TYPE_Q4_K, TEST_K, TEST_ROWS, q, &w, &err) != TERN_OK ||
+        tern_cl_alloc(cl, sizeof(float) * TEST_K * TEST_TOKENS, x, &xd, &err) != TERN_OK ||
+        tern_cl_alloc(cl, sizeof(float) * n_y, NULL, &yd[0], &err) != TERN_OK ||
+        tern_cl_alloc(cl, sizeof(float) * n_y, NULL, &yd[1], &err) != TERN_OK) {
+        snprintf(why, cap, "the self-test could not run: %.150s", err.message);
+        goto done;
+    }
+    tern_cl_matmul_mma(cl, w, &w->parts[0], xd, TEST_TOKENS, yd[0]);
+    tern_cl_matmul_tiled(cl, w, &w->parts[0], xd, TEST_TOKENS, yd[1]);
+    if (tern_cl_read(cl, yd[0], 0, sizeof(float) * n_y, y, &err) != TERN_OK ||
+        tern_cl_read(cl, yd[1], 0, sizeof(float) * n_y, y_ref, &err) != TERN_OK) {
+        snprintf(why, cap, "the self-test failed: its run failed: %.150s", err.message);
+        verdict = 0; /* the kernels ran and failed: as wrong as a wrong result */
+        goto done;
+    }
+    const double rms = relative_rms(y, y_ref, n_y);
+    verdict = rms <= TEST_RMS_ALLOWED;
+    if (!verdict)
+        snprintf(why, cap,
+                 "the self-test failed: a Q4_K product is off the portable kernel's by %.3g (relative RMS; "
+                 "%.0e allowed)",
+                 rms, TEST_RMS_ALLOWED);
+done:
+    tern_cl_release(cl, xd, sizeof(float) * TEST_K * TEST_TOKENS);
+    tern_cl_release(cl, yd[0], sizeof(float) * n_y);
+    tern_cl_release(cl, yd[1], sizeof(float) * n_y);
+    tern_cl_matrix_free(cl, w);
+    free(q);
+    free(x);
+    return verdict;
+}
+
+/* The probe's handle: a copy of cl on a new context and queue of the same device, with the
+ * program built there from cl's binary and the two kernels the test launches; NULL (why says
+ * why) if any of it fails. It owns none of cl's buffers. */
+static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
+    const tern_cl_api *api = &cl->api;
+    tern_cl *p = malloc(sizeof *p);
+    unsigned char *bin = NULL;
+    size_t size = 0;
+    cl_platform_id platform;
+    cl_int rc = CL_SUCCESS, bin_rc = CL_SUCCESS;
+    if (!p) {
+        snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    *p = *cl;
+    p->context = NULL;
+    p->queue = NULL;
+    p->program = NULL;
+    p->matmul[TERN_TYPE_Q4_K] = p->matmul_mma[TERN_TYPE_Q4_K] = NULL;
+    p->tile = p->ids = p->att_part = p->x8 = p->x8_of = NULL;
+    p->tile_bytes = p->ids_bytes = p->att_part_bytes = p->x8_bytes = 0;
+    p->bytes = 0;
+    p->profile = NULL;
+    p->failed = TERN_OK;
+    if ((rc = api->GetDeviceInfo(cl->device, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL)) !=
+        CL_SUCCESS)
+        goto fail;
+    const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
+    if (!(p->context = api->CreateContext(props, 1, &cl->device, NULL, NULL, &rc)) || rc != CL_SUCCESS ||
+        !(p->queue = api->CreateCommandQueue(p->context, cl->device, 0, &rc)) || rc != CL_SUCCESS ||
+        (rc = api->GetProgramInfo(cl->program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL)) !=
+            CL_SUCCESS ||
+        size == 0 || !(bin = malloc(size)) ||
+        (rc = api->GetProgramInfo(cl->program, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL)) != CL_SUCCESS)
+        goto fail;
+    const unsigned char *bins[1] = {bin};
+    if (!(p->program = api->CreateProgramWithBinary(p->context, 1, &cl->device, &size, bins, &bin_rc, &rc)) ||
+        rc != CL_SUCCESS || bin_rc != CL_SUCCESS ||
+        (rc = api->BuildProgram(p->program, 1, &cl->device, NULL, NULL, NULL)) != CL_SUCCESS ||
+        !(p->matmul[TERN_TYPE_Q4_K] = api->CreateKernel(p->program, cl->names[1][TERN_TYPE_Q4_K], &rc)) ||
+        rc != CL_SUCCESS ||
+        !(p->matmul_mma[TERN_TYPE_Q4_K] = api->CreateKernel(p->program, cl->names[5][TERN_TYPE_Q4_K], &rc)) ||
+        rc != CL_SUCCESS)
+        goto fail;
+    free(bin);
+    return p;
+fail:
+    snprintf(why, cap, "the self-test could not run: its own context: %s", tern_cl_status_name(rc));
+    free(bin);
+    probe_close(p);
+    return NULL;
+}
+
+void tern_cl_mma_probe(tern_cl *cl) {
+    cl->mma = false;
+    if (cl->tune.mma == 0)
+        return; /* mma_state says why, where it was ever in question */
+    const char *how = cl->tune.mma == 2 ? "f16 mma.sync" : "f16, the portable emulation";
+    const int cached = verdict_load(cl);
+    if (cached >= 0) {
+        cl->mma = cached == 1;
+        snprintf(cl->mma_state, sizeof cl->mma_state, cl->mma ? "on (%s; self-test passed, cached)"
+                                                              : "off: the self-test failed (%s; cached verdict)",
+                 how);
+        return;
+    }
+    char why[200] = "";
+    tern_cl *probe = probe_open(cl, why, sizeof why);
+    int verdict = -1;
+    if (probe) {
+        probe->fail_after = 0; /* its launches are not those TERN_OPENCL_FAIL_AFTER counts */
+        verdict = self_test(probe, why, sizeof why);
+        probe_close(probe);
+    }
+    cl->mma = verdict == 1;
+    if (cl->mma)
+        snprintf(cl->mma_state, sizeof cl->mma_state, "on (%s; self-test passed)", how);
+    else
+        snprintf(cl->mma_state, sizeof cl->mma_state, "off: %s", why);
+    if (verdict >= 0)
+        verdict_store(cl, cl->mma);
+}

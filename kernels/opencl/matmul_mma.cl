@@ -1,0 +1,245 @@
+/*
+ * matmul_mma.cl: the prefill product on tensor cores (MMA != 0; otherwise this file is empty).
+ *
+ *   matmul_mma_<type>: Y[tok][row] = sum_k W[row][k] X[tok][k], as matmul_<type> (matmul.cl)
+ *
+ * A work-group computes MMA_TN weight rows x MMA_TM tokens. Per piece (32 columns, common.cl) it
+ * dequantizes its rows with the same unpacking as every other kernel, rounds the weights and the
+ * tokens' activations to f16 and stores them in local memory; each warp then multiplies an
+ * MMA_WN x MMA_WM block of the tile with mma.m16n8k16 (f16 inputs, f32 accumulators), two per
+ * piece for every 16 x 8 block. The pieces are double-buffered: the global loads of piece p + 1
+ * are issued before the products of piece p and stored to the other buffer after them, so one
+ * barrier per piece separates the stores of a buffer from the reads of the piece before.
+ *
+ * Why f16 and not int8 (m16n8k32 on the levels and x rounded to 8 bits, as the dp4a decode
+ * products): the f16 tile needs no per-block epilogue (int8 sums need converting and scaling
+ * per 32 columns per output element), serves every weight type with the one unpacking, and
+ * rounds x to 11 bits instead of 8. Weights and x are rounded to f16 (a relative error of at
+ * most 2^-11 each); sums are f32.
+ *
+ * MMA: 2 NVIDIA's mma.sync through inline PTX (sm_80 and later; the host probes it, with a
+ *        self-test against matmul_<type>, before using it)
+ *      1 every mma computed in portable C from the same local-memory tiles and the same
+ *        fragment ownership (lane l of a warp owns what the PTX layout gives it): the tests' path
+ *        on devices without tensor cores (PoCL), slow, and proof of everything but the fragment
+ *        registers
+ * Fragment layout of mma.m16n8k16 .f16 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with
+ * floating point type"), g = lane / 4, t = lane % 4, registers of two halves (low = first):
+ *   A (16 x 16, row-major): a0 row g cols 2t, 2t+1; a1 row g+8; a2 row g cols 2t+8, 2t+9; a3 row g+8
+ *   B (16 x 8, by column):  b0 col g rows 2t, 2t+1; b1 rows 2t+8, 2t+9
+ *   C (16 x 8, f32):        c0, c1 row g cols 2t, 2t+1; c2, c3 row g+8
+ * Here A is weight rows x columns, B columns x tokens, C rows x tokens.
+ *
+ * Local memory: a tile row (weights: one row, activations: one token) is a piece of 32 halves
+ * padded to MMA_STRIDE = 20 words, so the 32 lanes of a fragment load (8 rows g, 4 words t) hit
+ * 32 different banks (20 g mod 32 spreads the rows 4 banks apart).
+ * Global size (ceil(n_rows / MMA_TN) * MMA_THREADS, ceil(m / MMA_TM)).
+ */
+#ifndef MMA
+#define MMA 0
+#endif
+/* For tests of the rebuild without the mma kernels (TERN_OPENCL_OPTIONS=-DTERN_BROKEN_MMA). */
+#if defined(TERN_BROKEN_MMA) && MMA != 0
+#error "TERN_BROKEN_MMA: the mma kernels fail to build on purpose"
+#endif
+
+#if MMA
+#ifndef MMA_TN
+#define MMA_TN 128
+#endif
+#ifndef MMA_TM
+#define MMA_TM 64
+#endif
+#ifndef MMA_WN
+#define MMA_WN 32
+#endif
+#ifndef MMA_WM
+#define MMA_WM 32
+#endif
+#define MMA_THREADS (32 * (MMA_TN / MMA_WN) * (MMA_TM / MMA_WM))
+#define MMA_STRIDE 20
+#define MMA_FN (MMA_WN / 16) /* 16-row blocks of a warp */
+#define MMA_FM (MMA_WM / 8)  /* 8-token blocks of a warp */
+/* what one work-item loads per piece: rows of weights, float4s of activations */
+#define MMA_WROWS ((MMA_TN + MMA_THREADS - 1) / MMA_THREADS)
+#define MMA_XV ((MMA_TM * (PIECE / 4) + MMA_THREADS - 1) / MMA_THREADS)
+
+/* lo and hi rounded to f16 (to nearest even), lo in the low half. */
+static inline uint pack_half2(const float lo, const float hi) {
+#if MMA == 2
+    uint d;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+#else
+    ushort bits[2];
+    vstore_half2_rte((float2)(lo, hi), 0, (private half *)bits);
+    return (uint)bits[0] | (uint)bits[1] << 16;
+#endif
+}
+
+/* The global loads of piece p: this work-item's weight rows (raw, unpacked after the products of
+ * the piece before) and its float4s of activations (4 columns of a token). Rows and tokens past
+ * the end repeat the last one (never stored). */
+static inline void mma_load(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+                            const int k, global const float *x, const int m, const int row0, const int tok0,
+                            const int p, piece_raw *wr, float4 *xr) {
+    const int lid = get_local_id(0), run_len = PIECE / piece_runs(type);
+    for (int j = 0; j < MMA_WROWS; j++) {
+        const int e = min(lid + j * MMA_THREADS, MMA_TN - 1);
+        wr[j] = load_piece(type, w + (ulong)min(row0 + e, n_rows - 1) * row_bytes, p);
+    }
+    for (int j = 0; j < MMA_XV; j++) {
+        const int e = min(lid + j * MMA_THREADS, MMA_TM * (PIECE / 4) - 1);
+        const int t = e / (PIECE / 4), i0 = 4 * (e % (PIECE / 4));
+        const int col = run_start(type, p, i0 / run_len) + i0 % run_len;
+        xr[j] = vload4(0, x + (size_t)min(tok0 + t, m - 1) * (size_t)k + col);
+    }
+}
+
+/* The loaded piece p into the tiles: weights dequantized as the reference does, then rounded. */
+static inline void mma_store(const int type, const int p, const piece_raw *wr, const float4 *xr, local uint *wl,
+                             local uint *xl) {
+    const int lid = get_local_id(0), runs = piece_runs(type), run_len = PIECE / runs;
+    for (int j = 0; j < MMA_WROWS; j++) {
+        const int e = lid + j * MMA_THREADS;
+        if (e >= MMA_TN)
+            break;
+        float q[PIECE], z[4], s[4], a[4];
+        uint h[PIECE / 2];
+        unpack_raw(type, wr[j], p, q, z, s, a);
+        for (int r = 0; r < runs; r++)
+            for (int i = r * run_len; i < (r + 1) * run_len; i += 2)
+                h[i / 2] = pack_half2((q[i] - z[r]) * s[r] + a[r], (q[i + 1] - z[r]) * s[r] + a[r]);
+        local uint4 *dst = (local uint4 *)(wl + e * MMA_STRIDE); /* 80-byte rows: 16-byte aligned */
+        for (int i = 0; i < PIECE / 8; i++)
+            dst[i] = vload4(i, h);
+    }
+    for (int j = 0; j < MMA_XV; j++) {
+        const int e = lid + j * MMA_THREADS;
+        if (e >= MMA_TM * (PIECE / 4))
+            break;
+        const int t = e / (PIECE / 4), i0 = 4 * (e % (PIECE / 4));
+        *(local uint2 *)(xl + t * MMA_STRIDE + i0 / 2) =
+            (uint2)(pack_half2(xr[j].x, xr[j].y), pack_half2(xr[j].z, xr[j].w));
+    }
+}
+
+#if MMA == 2
+/* c += a b for one 16 x 8 block over 16 columns (the fragments of the layout above). */
+static inline void mma_16x8x16(float *c, const uint *a, const uint *b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+/* acc (this lane's outputs of the warp's block) += the products over the piece in the tiles.
+ * wl, xl: the first row and token of the warp's block; g, t: the lane's group and thread. */
+static inline void mma_piece(float acc[MMA_FN][MMA_FM][4], local const uint *wl, local const uint *xl, const int g,
+                             const int t) {
+    for (int kk = 0; kk < PIECE / 2; kk += 8) { /* word offset of 16 columns */
+#if MMA == 2
+        uint a[MMA_FN][4], b[MMA_FM][2];
+        for (int i = 0; i < MMA_FN; i++) {
+            local const uint *ra = wl + (16 * i + g) * MMA_STRIDE + kk + t;
+            a[i][0] = ra[0];
+            a[i][1] = ra[8 * MMA_STRIDE];
+            a[i][2] = ra[4];
+            a[i][3] = ra[8 * MMA_STRIDE + 4];
+        }
+        for (int j = 0; j < MMA_FM; j++) {
+#ifdef TERN_WRONG_MMA /* tests of the self-test: a layout error (the neighbouring token's column) */
+            local const uint *rb = xl + (8 * j + (g ^ 1)) * MMA_STRIDE + kk + t;
+#else
+            local const uint *rb = xl + (8 * j + g) * MMA_STRIDE + kk + t;
+#endif
+            b[j][0] = rb[0];
+            b[j][1] = rb[4];
+        }
+        for (int i = 0; i < MMA_FN; i++)
+            for (int j = 0; j < MMA_FM; j++)
+                mma_16x8x16(acc[i][j], a[i], b[j]);
+#else
+        for (int i = 0; i < MMA_FN; i++)
+            for (int j = 0; j < MMA_FM; j++)
+                for (int e = 0; e < 4; e++) {
+                    const int row = 16 * i + g + 8 * (e >> 1), tok = 8 * j + 2 * t + (e & 1);
+#ifdef TERN_WRONG_MMA /* as above */
+                    const int tok_read = tok ^ 1;
+#else
+                    const int tok_read = tok;
+#endif
+                    local const half *wr = (local const half *)(wl + row * MMA_STRIDE + kk);
+                    local const half *xr = (local const half *)(xl + tok_read * MMA_STRIDE + kk);
+                    float sum = 0.0f;
+                    for (int c = 0; c < 16; c++)
+                        sum = mad(vload_half(c, wr), vload_half(c, xr), sum);
+                    acc[i][j][e] += sum;
+                }
+#endif
+    }
+}
+
+static inline void matmul_mma(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+                              const int k, global const float *x, const int m, global float *y, const int y_stride,
+                              local uint *wl, local uint *xl) {
+    const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32;
+    const int g = lane / 4, t = lane % 4;
+    const int warp_row = (warp % (MMA_TN / MMA_WN)) * MMA_WN, warp_tok = (warp / (MMA_TN / MMA_WN)) * MMA_WM;
+    const int row0 = get_group_id(0) * MMA_TN, tok0 = get_group_id(1) * MMA_TM, n_pieces = k / PIECE;
+    float acc[MMA_FN][MMA_FM][4];
+    for (int i = 0; i < MMA_FN; i++)
+        for (int j = 0; j < MMA_FM; j++)
+            for (int e = 0; e < 4; e++)
+                acc[i][j][e] = 0.0f;
+    piece_raw wr[MMA_WROWS];
+    float4 xr[MMA_XV];
+    mma_load(type, w, row_bytes, n_rows, k, x, m, row0, tok0, 0, wr, xr);
+    mma_store(type, 0, wr, xr, wl, xl);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int p = 0; p < n_pieces; p++) {
+        const int cur = p & 1;
+        if (p + 1 < n_pieces)
+            mma_load(type, w, row_bytes, n_rows, k, x, m, row0, tok0, p + 1, wr, xr);
+        mma_piece(acc, wl + (cur * MMA_TN + warp_row) * MMA_STRIDE, xl + (cur * MMA_TM + warp_tok) * MMA_STRIDE, g,
+                  t);
+        if (p + 1 < n_pieces)
+            mma_store(type, p + 1, wr, xr, wl + (cur ^ 1) * MMA_TN * MMA_STRIDE,
+                      xl + (cur ^ 1) * MMA_TM * MMA_STRIDE);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int i = 0; i < MMA_FN; i++)
+        for (int j = 0; j < MMA_FM; j++)
+            for (int e = 0; e < 4; e++) {
+                const int row = row0 + warp_row + 16 * i + g + 8 * (e >> 1);
+                const int tok = tok0 + warp_tok + 8 * j + 2 * t + (e & 1);
+                if (row < n_rows && tok < m)
+                    y[(size_t)tok * (size_t)y_stride + row] = acc[i][j][e];
+            }
+}
+
+#define MATMUL_MMA_KERNEL(name, type)                                                                        \
+    kernel __attribute__((reqd_work_group_size(MMA_THREADS, 1, 1))) void matmul_mma_##name(                  \
+        global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x, \
+        const int m, global float *y, const int y_stride, const int y_offset) {                              \
+        /* two buffers of [row of the tile][piece, f16] and of [token][piece], declared as uint4 for \
+         * the 16-byte alignment of the vector stores (a uint array is only 4-byte aligned) */       \
+        local uint4 wl[2 * MMA_TN * MMA_STRIDE / 4];                                                 \
+        local uint4 xl[2 * MMA_TM * MMA_STRIDE / 4];                                                 \
+        matmul_mma(type, w, row_bytes, n_rows, k, x, m, y + y_offset, y_stride, (local uint *)wl,   \
+                   (local uint *)xl);                                                                \
+    }
+
+MATMUL_MMA_KERNEL(f32, T_F32)
+MATMUL_MMA_KERNEL(f16, T_F16)
+MATMUL_MMA_KERNEL(bf16, T_BF16)
+MATMUL_MMA_KERNEL(q4_0, T_Q4_0)
+MATMUL_MMA_KERNEL(q4_1, T_Q4_1)
+MATMUL_MMA_KERNEL(q5_0, T_Q5_0)
+MATMUL_MMA_KERNEL(q5_1, T_Q5_1)
+MATMUL_MMA_KERNEL(q8_0, T_Q8_0)
+MATMUL_MMA_KERNEL(q4_k, T_Q4_K)
+MATMUL_MMA_KERNEL(q5_k, T_Q5_K)
+MATMUL_MMA_KERNEL(q6_k, T_Q6_K)
+#endif
