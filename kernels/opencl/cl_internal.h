@@ -127,7 +127,7 @@ struct tern_cl {
     /* prefill products */
     tern_cl_gemm_path gemm; /* TILED or CLBLAST once resolved */
     bool mma;               /* matmul_mma (tensor cores) takes the prefill products: it built and passed */
-    char mma_state[240];    /* tern_cl_mma_state: why it is on or off; empty when never tried */
+    char mma_state[512];    /* tern_cl_mma_state: why it is on or off; empty when never tried */
     int64_t gemm_min_m;
     tern_clblast_sgemm_fn sgemm; /* NULL when CLBlast did not load */
     cl_mem tile;                 /* f32 weight rows for CLBlast, grown on first use */
