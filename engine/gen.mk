@@ -1,7 +1,8 @@
 # Sources generated at build time for engine/ (added to GEN_SRC by the top Makefile).
 #
-# The byte-level BPE pre-tokenizers need the Unicode classes letter (\p{L}), number (\p{N}) and
-# white space (\s). The table is generated from Debian's unicode-data package rather than
+# The byte-level BPE pre-tokenizers need the Unicode classes letter (\p{L}, and its sub-categories
+# Lu, Ll, Lt, Lm, Lo), mark (\p{M}), number (\p{N}), punctuation (\p{P}) and white space (\s).
+# The table is generated from Debian's unicode-data package rather than
 # checked in, so updating Unicode is a package upgrade (tools/setup.sh deps installs it).
 # The object lands at $(BUILD)/$(BUILD)/gen/unicode_table.o: the top Makefile maps every
 # source path, generated ones included, under $(BUILD).

@@ -1,4 +1,6 @@
-# Generates the Unicode class table the byte-level BPE pre-tokenizers need (\p{L}, \p{N}, \s, \p{P}).
+# Generates the Unicode class table the byte-level BPE pre-tokenizers need: letters by sub-category
+# (\p{Lu}, \p{Ll}, \p{Lt}, \p{Lm}, \p{Lo}: gpt-4o's and tekken's patterns tell them apart), marks
+# (\p{M}), \p{N}, \s and \p{P}.
 #
 #   awk -f engine/gen_unicode.awk /usr/share/unicode/PropList.txt /usr/share/unicode/UnicodeData.txt
 #
@@ -38,10 +40,20 @@ function add(first, last, c) {
 
 BEGIN {
     FS = ";"
-    name[1] = "TERN_UC_LETTER"
-    name[2] = "TERN_UC_NUMBER"
-    name[3] = "TERN_UC_SPACE"
-    name[4] = "TERN_UC_PUNCT"
+    name[1] = "TERN_UC_LETTER_UPPER"
+    name[2] = "TERN_UC_LETTER_LOWER"
+    name[3] = "TERN_UC_LETTER_TITLE"
+    name[4] = "TERN_UC_LETTER_MODIFIER"
+    name[5] = "TERN_UC_LETTER_OTHER"
+    name[6] = "TERN_UC_MARK"
+    name[7] = "TERN_UC_NUMBER"
+    name[8] = "TERN_UC_SPACE"
+    name[9] = "TERN_UC_PUNCT"
+    letter["Lu"] = 1
+    letter["Ll"] = 2
+    letter["Lt"] = 3
+    letter["Lm"] = 4
+    letter["Lo"] = 5
     run_class = 0
     n_ranges = 0
     print "/* Generated at build time by engine/gen_unicode.awk from Debian's unicode-data"
@@ -69,10 +81,11 @@ FNR == NR {
     cp = hex($1)
     cat = $3
     c = 0
-    if (cp in space) c = 3
-    else if (cat ~ /^L/) c = 1
-    else if (cat ~ /^N/) c = 2
-    else if (cat ~ /^P/) c = 4
+    if (cp in space) c = 8
+    else if (cat in letter) c = letter[cat]
+    else if (cat ~ /^M/) c = 6
+    else if (cat ~ /^N/) c = 7
+    else if (cat ~ /^P/) c = 9
     if ($2 ~ /, First>$/) { range_first = cp; next }
     if ($2 ~ /, Last>$/) { add(range_first, cp, c); next }
     add(cp, cp, c)

@@ -412,11 +412,14 @@ static tern_status load(tern_tokenizer *t, const tern_gguf *g, tern_error *err) 
             return st;
         /* Known names are short ASCII, so the copy is exact. */
         snprintf(t->pre_name, sizeof t->pre_name, "%.*s", (int)pre.len, pre.ptr);
-        t->ignore_merges = t->pre == TERN_PRE_LLAMA3;
+        /* The reference engine's per-name settings: llama3 and tekken emit a word that is a whole
+         * token as it is, and add BOS unless the file says otherwise. */
+        const bool llama3_like = t->pre == TERN_PRE_LLAMA3 || t->pre == TERN_PRE_TEKKEN;
+        t->ignore_merges = llama3_like;
         t->bos = load_special_id(t, g, "bos", 11);
         t->eos = load_special_id(t, g, "eos", 11);
         t->unk = load_special_id(t, g, "unknown", -1);
-        t->add_bos = load_bool(g, "tokenizer.ggml.add_bos_token", t->pre == TERN_PRE_LLAMA3);
+        t->add_bos = load_bool(g, "tokenizer.ggml.add_bos_token", llama3_like);
         if ((st = tern_tok_bpe_load_merges(t, g, err)) != TERN_OK)
             return st;
     }

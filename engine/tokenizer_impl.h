@@ -30,11 +30,16 @@ typedef enum tern_tok_model { TERN_TOK_SPM, TERN_TOK_BPE } tern_tok_model;
 
 /* Byte-level BPE pre-tokenizers (formats.md §6.4). */
 typedef enum tern_tok_pre {
-    TERN_PRE_GPT2,      /* gpt-2 / default */
-    TERN_PRE_LLAMA3,    /* llama-bpe, llama3: case-insensitive contractions, digits by 3 */
-    TERN_PRE_QWEN2,     /* the llama3 pattern with single digits */
-    TERN_PRE_STARCODER, /* smollm, starcoder, refact, exaone: every digit alone, then the gpt-2 pattern */
-    TERN_PRE_FALCON,    /* runs of punctuation alone, then the gpt-2 pattern, then ASCII digits by 3 */
+    TERN_PRE_GPT2,         /* gpt-2 / default */
+    TERN_PRE_LLAMA3,       /* llama-bpe, llama3: case-insensitive contractions, digits by 3 */
+    TERN_PRE_QWEN2,        /* the llama3 pattern with single digits */
+    TERN_PRE_STARCODER,    /* smollm, starcoder, refact, exaone: every digit alone, then the gpt-2 pattern */
+    TERN_PRE_FALCON,       /* runs of punctuation alone, then the gpt-2 pattern, then ASCII digits by 3 */
+    TERN_PRE_DEEPSEEK_LLM, /* six patterns: newlines, listed cased letters, ASCII-ish punctuation,
+                              trailing blanks, CJK and more, numbers */
+    TERN_PRE_DEEPSEEK_CODER, /* newlines, letters, punctuation, CJK and more, each digit */
+    TERN_PRE_GPT4O,          /* words split at lower-to-upper case, contractions attached, digits by 3 */
+    TERN_PRE_TEKKEN,         /* the gpt-4o pattern without contractions, single digits; ignore_merges */
 } tern_tok_pre;
 
 typedef struct tern_tok_token {
@@ -103,7 +108,7 @@ struct tern_tokenizer {
     int32_t bos, eos, unk;
     bool add_bos;
     bool add_space_prefix; /* SPM */
-    bool ignore_merges;    /* BPE: a word that is a whole token is emitted as is (llama3) */
+    bool ignore_merges;    /* BPE: a word that is a whole token is emitted as is (llama3, tekken) */
     char warning[TERN_ERROR_MESSAGE_MAX];
 };
 
@@ -196,7 +201,7 @@ tern_status tern_tok_bpe_encode(const tern_tokenizer *t, const char *text, size_
 /* Receives one word of a BPE pre-tokenizer split. */
 typedef tern_status (*tern_tok_word_fn)(void *ctx, const char *word, size_t len, tern_error *err);
 /* Splits a fragment into the words of t->pre (the only field it reads), in order; the words
- * cover the fragment. Uses sc->cps, cls and offs only. */
+ * cover the fragment. Uses sc->cps, cls and offs only (tokenizer_pretok.c). */
 tern_status tern_tok_bpe_split(const tern_tokenizer *t, const char *text, size_t len, tern_tok_scratch *sc,
                                tern_tok_word_fn fn, void *ctx, tern_error *err);
 

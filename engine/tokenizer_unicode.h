@@ -1,8 +1,9 @@
 /*
- * UTF-8 decoding and the three Unicode classes the byte-level BPE pre-tokenizers need.
+ * UTF-8 decoding and the Unicode classes the byte-level BPE pre-tokenizers need.
  *
  * The class table is generated at build time (engine/gen_unicode.awk, rule in engine/gen.mk)
- * from Debian's unicode-data: letters are general category L*, numbers N*, and white space is
+ * from Debian's unicode-data: letters by general category (Lu, Ll, Lt, Lm, Lo, which gpt-4o's
+ * and tekken's patterns tell apart), marks M*, numbers N*, punctuation P*, and white space is
  * the White_Space property of PropList.txt (what `\s` means in the published pre-tokenizer
  * patterns). Everything else, unassigned code points and invalid bytes included, is "other".
  */
@@ -14,10 +15,15 @@
 
 typedef enum tern_unicode_class {
     TERN_UC_OTHER = 0,
-    TERN_UC_LETTER = 1,
-    TERN_UC_NUMBER = 2,
-    TERN_UC_SPACE = 3,
-    TERN_UC_PUNCT = 4, /* \p{P} (falcon's pattern); every other pattern counts it as OTHER */
+    TERN_UC_LETTER_UPPER = 1,    /* Lu */
+    TERN_UC_LETTER_LOWER = 2,    /* Ll */
+    TERN_UC_LETTER_TITLE = 3,    /* Lt */
+    TERN_UC_LETTER_MODIFIER = 4, /* Lm */
+    TERN_UC_LETTER_OTHER = 5,    /* Lo: CJK, Hangul, Arabic, ... */
+    TERN_UC_MARK = 6,            /* Mn, Mc, Me: combining marks */
+    TERN_UC_NUMBER = 7,
+    TERN_UC_SPACE = 8,
+    TERN_UC_PUNCT = 9, /* \p{P}; patterns without it count it among the others */
 } tern_unicode_class;
 
 /* An inclusive range of code points of one class; the table is sorted and ranges are disjoint. */

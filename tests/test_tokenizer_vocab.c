@@ -282,9 +282,11 @@ static void test_small_bpe(void **state) {
         bool add_bos;
         bool whole; /* "hello" comes out whole (ignore_merges) */
     } cases[] = {
-        {"llama3", true, true},      {"llama-bpe", true, true}, {"gpt-2", false, false},
-        {"default", false, false},   {"qwen2", false, false},   {"smollm", false, false},
-        {"starcoder", false, false}, {"refact", false, false},
+        {"llama3", true, true},         {"llama-bpe", true, true},        {"gpt-2", false, false},
+        {"default", false, false},      {"qwen2", false, false},          {"smollm", false, false},
+        {"starcoder", false, false},    {"refact", false, false},         {"mpt", false, false},
+        {"deepseek-llm", false, false}, {"deepseek-coder", false, false}, {"gpt-4o", false, false},
+        {"tekken", true, true}, /* the reference engine gives tekken llama3's BOS and ignore_merges */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tern_tokenizer *t;

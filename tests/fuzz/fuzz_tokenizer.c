@@ -8,7 +8,9 @@
  *     U+2581, which it cannot tell from an escaped space);
  *   - the streaming detokenizer prints valid UTF-8, and the same bytes as the raw pieces when
  *     the input is valid UTF-8;
- *   - tokenizing in parts (split at the input's first byte value) equals tokenizing the whole.
+ *   - tokenizing in parts (split at the input's first byte value) equals tokenizing the whole;
+ *   - every BPE pre-tokenizer, vocabulary or not, cuts the input into non-empty words that cover
+ *     it in order.
  * An input that starts with "GGUF" is a vocabulary instead: it is loaded (it may be refused,
  * never crash) and, when it loads, runs the same checks on a few fixed texts.
  *
@@ -25,6 +27,7 @@
 #include <string.h>
 
 #include "engine/tokenizer.h"
+#include "engine/tokenizer_impl.h"
 #include "engine/tokenizer_unicode.h"
 
 #define CHECK(c)                                                                                             \
@@ -147,6 +150,34 @@ static void check_text(const tern_tokenizer *t, bool exact, const uint8_t *data,
     }
 }
 
+typedef struct cover_state {
+    const char *text;
+    size_t at;
+} cover_state;
+
+static tern_status check_word(void *ctx, const char *w, size_t n, tern_error *err) {
+    cover_state *c = ctx;
+    CHECK(n > 0 && w == c->text + c->at);
+    c->at += n;
+    return TERN_OK;
+}
+
+static void check_pretokenizers(const uint8_t *data, size_t size) {
+    static const tern_tok_pre all[] = {
+        TERN_PRE_GPT2,         TERN_PRE_LLAMA3,         TERN_PRE_QWEN2, TERN_PRE_STARCODER, TERN_PRE_FALCON,
+        TERN_PRE_DEEPSEEK_LLM, TERN_PRE_DEEPSEEK_CODER, TERN_PRE_GPT4O, TERN_PRE_TEKKEN,
+    };
+    static tern_tok_scratch sc; /* grown by the first inputs, kept for the process's life */
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        tern_tokenizer t;
+        memset(&t, 0, sizeof t);
+        t.pre = all[i];
+        cover_state c = {(const char *)data, 0};
+        CHECK(tern_tok_bpe_split(&t, (const char *)data, size, &sc, check_word, &c, NULL) == TERN_OK);
+        CHECK(c.at == size);
+    }
+}
+
 /* The input as a vocabulary file. */
 static void check_vocab_file(const uint8_t *data, size_t size) {
     static const char *const texts[] = {"Hello world", " a  b\n\n1234 <s></s><|endoftext|>",
@@ -167,5 +198,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     check_text(toks[0], true, data, size);
     check_text(toks[1], true, data, size);
+    check_pretokenizers(data, size);
     return 0;
 }
