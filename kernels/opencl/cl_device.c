@@ -67,7 +67,7 @@ const char *tern_cl_products_name(const tern_cl *cl) {
 }
 
 const char *tern_cl_gemm_name(const tern_cl *cl) {
-    return cl->mma ? "mma" : cl->gemm == TERN_CL_GEMM_CLBLAST ? "clblast" : "tiled";
+    return cl->gemm == TERN_CL_GEMM_CLBLAST ? "clblast" : cl->mma ? "mma" : "tiled";
 }
 
 bool tern_cl_mma_on(const tern_cl *cl) {
