@@ -142,6 +142,16 @@ const tern_bandwidth *tern_bench_bandwidth(tern_bench_env *env, int n_threads, b
  * not be measured. */
 const tern_bench_device_bw *tern_bench_device_bandwidth(tern_bench_env *env, const char *name);
 
+/* What a run's decode is rated against, from its backend description: the CPU's read bandwidth
+ * ("cpu (...)"), an OpenCL device's ("opencl (NAME), ...": NAME into device), or nothing known. */
+typedef enum tern_bench_bw_kind { TERN_BENCH_BW_NONE, TERN_BENCH_BW_CPU, TERN_BENCH_BW_DEVICE } tern_bench_bw_kind;
+tern_bench_bw_kind tern_bench_bandwidth_kind(const char *backend, char *device, size_t cap);
+/* The bandwidth in GB/s a finished run is rated against when the caller has its own CPU figure
+ * (the doctor's: at the threads auto would use, so a low -t shows as a gap): cpu_gbs for a CPU run,
+ * the device's bandwidth the run measured (run->bandwidth_gbs) for an OpenCL run, 0 when that is
+ * unknown. Never the CPU's for a device. */
+double tern_bench_rated_gbs(const tern_bench_run *run, double cpu_gbs);
+
 /* "t=2 cpu ctx=4096 p=512 n=128" */
 void tern_bench_config_label(const tern_bench_config *cfg, char *buf, size_t cap);
 const char *tern_bench_backend_name(tern_backend_kind b);

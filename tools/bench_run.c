@@ -192,30 +192,20 @@ const tern_bench_device_bw *tern_bench_device_bandwidth(tern_bench_env *env, con
     return d;
 }
 
-/* The device of an OpenCL run, from its backend description "opencl (NAME), ..." (names may
- * hold parentheses: "Intel(R) ..."); false for any other backend. */
-static bool opencl_device_name(const char *backend, char *name, size_t cap) {
-    static const char prefix[] = "opencl (";
-    const char *end = strrchr(backend, ')');
-    if (strncmp(backend, prefix, sizeof prefix - 1) || !end || end < backend + sizeof prefix - 1)
-        return false;
-    snprintf(name, cap, "%.*s", (int)(end - backend - (sizeof prefix - 1)), backend + sizeof prefix - 1);
-    return true;
-}
-
 /* The bandwidth the run's backend reads its weights with: the CPU's at the run's threads, or the
  * OpenCL device's. */
 static void set_roofline(tern_bench_env *env, tern_bench_run *r) {
     char device[160];
     double gbs = 0;
-    if (strncmp(r->backend, "cpu", 3) == 0) {
+    const tern_bench_bw_kind kind = tern_bench_bandwidth_kind(r->backend, device, sizeof device);
+    if (kind == TERN_BENCH_BW_CPU) {
         const tern_bandwidth *bw = tern_bench_bandwidth(env, r->n_threads, true);
         if (bw) {
             gbs = bw->median_gbs;
             snprintf(r->bandwidth_source, sizeof r->bandwidth_source, "read bandwidth on %d thread%s",
                      r->n_threads, r->n_threads > 1 ? "s" : "");
         }
-    } else if (opencl_device_name(r->backend, device, sizeof device)) {
+    } else if (kind == TERN_BENCH_BW_DEVICE) {
         const tern_bench_device_bw *d = tern_bench_device_bandwidth(env, device);
         if (d) {
             gbs = d->bw.median_gbs;

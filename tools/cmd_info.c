@@ -1,7 +1,8 @@
 /*
  * tern info MODEL [--ctx N] : what a model file is and what a run of it needs.
  * tern info --cpu           : the CPU features found and the kernel path chosen.
- * tern info --devices       : the OpenCL platforms and devices, and the one auto picks.
+ * tern info --devices       : the OpenCL ICD registry, the platforms and devices, and the one auto
+ *                             picks.
  */
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "kernels/opencl/opencl.h"
 #include "tools/cli.h"
+#include "tools/opencl_icd.h"
 
 static const char info_help[] =
     "usage: tern info MODEL [--ctx N] [--batch N]\n"
@@ -20,8 +22,10 @@ static const char info_help[] =
     "bytes, bits per weight, and the memory a run at --ctx needs (weights + FP16 KV cache + scratch)\n"
     "against the memory available now. A malformed file gets one line naming the problem.\n"
     "--cpu prints the CPU features detected and the kernel path tern picks (TERN_ISA forces one).\n"
-    "--devices lists the OpenCL platforms and devices (memory, allocation limit, fp16, subgroups) and\n"
-    "runs the selection of --backend auto: the first GPU that passes the self-test, else the CPU.\n";
+    "--devices lists the ICD registry the OpenCL loader reads (OCL_ICD_VENDORS or /etc/OpenCL/vendors)\n"
+    "and any vendor driver no .icd registers (with the commands that register it), the OpenCL\n"
+    "platforms and devices (memory, allocation limit, fp16, subgroups), and runs the selection of\n"
+    "--backend auto: the first GPU that passes the self-test, else the CPU.\n";
 
 static int print_cpu(void) {
     tern_cpu_features f;
@@ -43,7 +47,34 @@ static int print_cpu(void) {
     return TERN_EXIT_OK;
 }
 
+/* What the OpenCL loader will read, and the vendor drivers it will not see (with the commands
+ * that register one): a GPU driver installed without its .icd is otherwise silent. */
+static void print_icd_registry(void) {
+    tern_icd_environment env;
+    tern_icd_environment_read(&env);
+    tern_icd_registry r;
+    tern_icd_scan(&env, &r);
+    char line[1024];
+    tern_icd_describe(&r, line, sizeof line);
+    printf("ICD registry: %s\n", line);
+    for (int i = 0; i < r.n_libraries; i++) {
+        const tern_icd_library *lib = &r.libraries[i];
+        if (lib->registered || !lib->gpu) /* PoCL unregistered is no loss: tern's CPU kernels are faster */
+            continue;
+        printf("not registered: %s (%s's OpenCL driver): no .icd the loader reads names it, so OpenCL cannot see "
+               "that GPU. To register it:\n",
+               lib->path, lib->vendor);
+        tern_icd_fix(&r, lib, line, sizeof line);
+        for (const char *at = line; *at;) {
+            const size_t len = strcspn(at, "\n");
+            printf("  %.*s\n", (int)len, at);
+            at += len + (at[len] == '\n');
+        }
+    }
+}
+
 static int print_devices(void) {
+    print_icd_registry();
     tern_cl_device_info list[TERN_CL_MAX_DEVICES];
     int n = 0;
     tern_error err = {0};

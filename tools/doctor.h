@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tools/opencl_icd.h"
 #include "tools/sysdesc.h"
 
 typedef enum tern_verdict {
@@ -31,8 +32,8 @@ typedef struct tern_doctor_check {
     const char *name;  /* "model format", "backend", ... */
     int pitfall;       /* design.md's table row, 1..6; 0 for none */
     tern_verdict verdict;
-    char evidence[768]; /* what was found, in numbers */
-    char fix[512];      /* a command, or "" when nothing needs fixing */
+    char evidence[1024]; /* what was found, in numbers */
+    char fix[768];      /* a command (several: one per line), or "" when nothing needs fixing */
     /* How much this could slow decode (1 = not at all), for ranking the causes of a slow run. */
     double impact;
     bool explains_gap; /* slows the run below its own roofline (threads, clocks, swap), rather than
@@ -49,6 +50,7 @@ typedef struct tern_doctor_input {
     int n_threads;     /* 0: auto */
     tern_backend_kind backend;
     const tern_sysdesc *sys;
+    const tern_icd_registry *icd; /* the OpenCL ICD registry and vendor libraries, or NULL */
 } tern_doctor_input;
 
 enum { TERN_DOCTOR_N_CHECKS = 6 };

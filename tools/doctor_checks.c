@@ -126,8 +126,16 @@ static void check_format(const tern_doctor_input *in, tern_doctor_check *c) {
 static void check_backend(const tern_doctor_input *in, tern_doctor_check *c) {
     start(c, "backend", 2);
     const tern_gpu_info *gpu = &in->sys->gpu;
+    /* with the registry at hand, it says which .icd files the loader reads (OCL_ICD_VENDORS may
+     * replace /etc/OpenCL/vendors); the other drivers are Android's, which no loader registers */
     for (int i = 0; i < gpu->n_drivers && i < TERN_SYSINFO_MAX_GPU_ITEMS; i++)
-        say(c, "OpenCL driver /%s", gpu->drivers[i]);
+        if (!in->icd || strncmp(gpu->drivers[i], "etc/OpenCL/vendors/", 19))
+            say(c, "OpenCL driver /%s", gpu->drivers[i]);
+    if (in->icd) {
+        char registry[512];
+        tern_icd_describe(in->icd, registry, sizeof registry);
+        say(c, "ICD registry: %s", registry);
+    }
     for (int i = 0; i < gpu->n_devices && i < TERN_SYSINFO_MAX_GPU_ITEMS; i++)
         say(c, "GPU device /%s", gpu->devices[i]);
     tern_cl_device_info devs[TERN_CL_MAX_DEVICES];
@@ -149,9 +157,26 @@ static void check_backend(const tern_doctor_input *in, tern_doctor_check *c) {
     fact(c, "gpu_drivers", gpu->n_drivers);
     fact(c, "gpu_devices", gpu->n_devices);
     fact(c, "opencl_gpus", n_gpu);
+    /* A GPU's driver that no .icd registers is invisible to OpenCL (the loader lists PoCL or
+     * nothing): the fix is two commands. Where OpenCL reaches a GPU all the same, it is a note. */
+    const tern_icd_library *hidden = in->icd ? tern_icd_unregistered_gpu(in->icd) : NULL;
+    int n_hidden = 0;
+    for (int i = 0; in->icd && i < in->icd->n_libraries; i++)
+        n_hidden += in->icd->libraries[i].gpu && !in->icd->libraries[i].registered;
+    fact(c, "unregistered_gpu_libraries", n_hidden);
+    if (hidden) {
+        say(c, "%s's OpenCL driver %s is registered by no .icd the loader reads: OpenCL cannot see that GPU",
+            hidden->vendor, hidden->path);
+        if (n_gpu == 0) {
+            char commands[sizeof c->fix];
+            tern_icd_fix(in->icd, hidden, commands, sizeof commands);
+            worsen(c, TERN_VERDICT_WARN, 4);
+            fix(c, "%s", commands);
+        }
+    }
     /* An ICD file alone is no GPU (PoCL is a CPU driver); when the runtime lists devices, they
      * decide; when it cannot be loaded, any sign counts. */
-    const bool gpu_here = n_gpu > 0 || gpu->n_devices > 0 || (cl_error[0] && gpu->n_drivers > 0);
+    const bool gpu_here = n_gpu > 0 || gpu->n_devices > 0 || hidden || (cl_error[0] && gpu->n_drivers > 0);
     if (!in->model) {
         if (gpu_here && n_gpu == 0) {
             worsen(c, TERN_VERDICT_WARN, 4);
@@ -191,6 +216,10 @@ static void check_backend(const tern_doctor_input *in, tern_doctor_check *c) {
     char why[TERN_ERROR_MESSAGE_MAX] = "";
     if (in->backend == TERN_BACKEND_CPU) {
         snprintf(why, sizeof why, "--backend cpu was asked for");
+    } else if (n_devs > 0 && n_gpu == 0) {
+        /* forcing would take a CPU device such as PoCL: no answer about the GPU */
+        snprintf(why, sizeof why,
+                 "OpenCL lists no usable GPU device (forced, it would take a CPU-type one such as PoCL)");
     } else {
         p.backend = TERN_BACKEND_OPENCL;
         if (tern_context_create(in->model, &p, &ctx, &err) == TERN_OK)
@@ -411,6 +440,11 @@ static void check_power(const tern_doctor_input *in, tern_doctor_check *c) {
 
 /* ---- 6. context and KV cache ---- */
 
+/* The pitfall is a long context the user chose (-c 8192 on a 7B on a phone): its FP16 cache costs
+ * memory and, once filled, bandwidth on every token. tern's own default (4096, or the trained
+ * length) is not the user's doing: on a 135M model its cache is as large as the weights, and
+ * flagging that made a default run's doctor exit 1. The cost is one factor: what decode reads per
+ * token once the context fills (weights + KV) over what it reads for the weights alone. */
 static void check_context(const tern_doctor_input *in, tern_doctor_check *c) {
     start(c, "context and KV cache", 6);
     if (!in->model) {
@@ -419,31 +453,38 @@ static void check_context(const tern_doctor_input *in, tern_doctor_check *c) {
         return;
     }
     const tern_hparams *hp = &in->model->hp;
-    const int64_t n_ctx = in->n_ctx > 0 ? in->n_ctx : hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    const bool chosen = in->n_ctx > 0;
+    const int64_t n_ctx = chosen ? in->n_ctx : hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     const uint64_t kv = tern_kv_cache_bytes(hp, n_ctx), per_pos = tern_kv_cache_bytes(hp, 1);
     tern_decode_bytes db;
     tern_model_decode_bytes(in->model, 0, &db);
     char b1[32], b2[32];
     const double share = db.weights ? (double)kv / (double)db.weights : 0;
-    say(c, "ctx %lld%s, trained %lld: KV cache FP16 %s, %.0f%% of the %s of weights a token reads", (long long)n_ctx,
-        in->n_ctx > 0 ? "" : " (the default)", (long long)hp->n_ctx_train, bytes(kv, b1, sizeof b1), 100 * share,
+    const double factor = 1 + share;
+    say(c, "ctx %lld (%s), trained %lld: KV cache FP16 %s, %.0f%% of the %s of weights a token reads", (long long)n_ctx,
+        chosen ? "given" : "tern's default", (long long)hp->n_ctx_train, bytes(kv, b1, sizeof b1), 100 * share,
         bytes(db.weights, b2, sizeof b2));
     fact(c, "n_ctx", (double)n_ctx);
+    fact(c, "n_ctx_given", (double)(chosen ? in->n_ctx : 0));
     fact(c, "n_ctx_train", (double)hp->n_ctx_train);
     fact(c, "kv_bytes", (double)kv);
     fact(c, "kv_share_of_weights", share);
-    if (n_ctx > hp->n_ctx_train) {
-        worsen(c, TERN_VERDICT_FAIL, 1 + share);
+    fact(c, "full_context_read_factor", factor);
+    const bool above_trained = n_ctx > hp->n_ctx_train, costly = chosen && share >= 0.5;
+    if (above_trained || costly)
+        say(c, "once the context fills, decode reads weights + KV: ~%.1fx the weights' bytes per token", factor);
+    if (above_trained) {
+        worsen(c, TERN_VERDICT_FAIL, factor);
         say(c, "above the trained length: the model was never trained on positions this far");
         fix(c, "--ctx %lld", (long long)hp->n_ctx_train);
-    } else if (share >= 0.5) {
-        /* decode reads the whole cache filled so far at every token: at a full context this is the
-         * share above on top of the weights */
-        worsen(c, TERN_VERDICT_WARN, 1 + share);
-        say(c, "once the context fills, each token reads %.0f%% more than the weights alone", 100 * share);
+    } else if (costly) {
+        worsen(c, TERN_VERDICT_WARN, factor);
         int64_t fit = per_pos ? (int64_t)(db.weights / 4 / per_pos) / 256 * 256 : 0;
         fit = fit < 256 ? 256 : fit;
         fix(c, "--ctx %lld (KV = a quarter of the weights) if the conversation is that short", (long long)fit);
+    } else if (!chosen && share >= 0.5) {
+        say(c, "not flagged: the default is not a choice, and decode reads only what a conversation fills (tern doctor "
+               "--ctx %lld rates a chat that long)", (long long)n_ctx);
     }
 }
 

@@ -5,7 +5,8 @@
 #  - the fallbacks: no ICD (an empty OCL_ICD_VENDORS directory) and no runtime library: auto runs
 #    on the CPU and says why, --backend opencl exits 1 with one line; kernels that do not build:
 #    the same;
-#  - tern info --devices.
+#  - tern info --devices;
+#  - tern doctor's measurement of an OpenCL run rated against the device's bandwidth.
 # Without any OpenCL platform it says SKIP loudly and exits 0.
 set -u
 BUILD=${BUILD:-build}
@@ -81,5 +82,17 @@ expect_says "kernels that do not build, auto: the CPU with the reason" 0 "auto: 
     env TERN_OPENCL_ANY_DEVICE=1 TERN_OPENCL_OPTIONS=-DTERN_BROKEN_BUILD "$TERN" "${run[@]}"
 expect_says "kernels that do not build, forced: exit 1" 1 "do not build" \
     env TERN_OPENCL_OPTIONS=-DTERN_BROKEN_BUILD "$TERN" "${run[@]}" --backend opencl
+
+# doctor's measurement of an OpenCL run is rated against the device's read kernel, never the
+# CPU's bandwidth (an H200's decode over the CPU's read "1204%")
+if command -v jq >/dev/null; then
+    "$TERN" doctor --json -m "$MODEL" --ctx 1024 --backend opencl --seconds 0.3 >"$tmp/out" 2>"$tmp/err"
+    if jq -e '.measurement.ran and (.measurement.backend | startswith("opencl (")) and (.measurement.bandwidth_source | startswith("OpenCL read kernel on ")) and .measurement.bandwidth_threads == 0 and .measurement.bandwidth_gbs > 0 and .measurement.percent > 0' "$tmp/out" >/dev/null; then
+        ok "doctor --backend opencl: decode rated against the device's read kernel"
+    else
+        fail "doctor --backend opencl: not rated against the device's read kernel"
+        jq -c .measurement "$tmp/out" 2>/dev/null || tail -5 "$tmp/err"
+    fi
+fi
 
 finish opencl.sh
