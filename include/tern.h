@@ -20,7 +20,12 @@
 extern "C" {
 #endif
 
+/* The version of this header. TERN_VERSION_NUMBER is major * 10000 + minor * 100 + patch, for
+ * comparisons in #if; tern_version() and tern_version_number() give those of the library linked. */
 #define TERN_VERSION "0.1.0"
+#define TERN_VERSION_NUMBER 100
+const char *tern_version(void);
+int tern_version_number(void);
 
 typedef enum tern_status {
     TERN_OK = 0,
