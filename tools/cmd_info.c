@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "kernels/opencl/opencl.h"
 #include "tools/cli.h"
+#include "tools/env_params.h"
 
 static const char info_help[] =
     "usage: tern info MODEL [--ctx N] [--batch N]\n"
@@ -37,9 +38,10 @@ static int print_cpu(void) {
     printf("\n");
     tern_cpu_kernels k;
     tern_error err = {0};
-    if (tern_cpu_kernels_init(&k, NULL, &err) != TERN_OK)
+    tern_context_params p = tern_context_default_params();
+    if (tern_env_context_params(&p, &err) != TERN_OK || tern_cpu_kernels_init(&k, p.isa, &err) != TERN_OK)
         return tern_cli_fail("info", &err);
-    printf("kernel path: %s%s\n", k.isa, getenv("TERN_ISA") ? " (forced by TERN_ISA)" : " (automatic)");
+    printf("kernel path: %s%s\n", k.isa, p.isa ? " (forced by TERN_ISA)" : " (automatic)");
     return TERN_EXIT_OK;
 }
 
@@ -47,7 +49,10 @@ static int print_devices(void) {
     tern_cl_device_info list[TERN_CL_MAX_DEVICES];
     int n = 0;
     tern_error err = {0};
-    if (tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, &err) != TERN_OK) {
+    tern_opencl_params params = {0};
+    if (tern_env_opencl_params(&params, &err) != TERN_OK)
+        return tern_cli_fail("info", &err);
+    if (tern_cl_list_devices(params.library, list, TERN_CL_MAX_DEVICES, &n, &err) != TERN_OK) {
         printf("OpenCL: %s\nauto picks: cpu\n", err.message);
         return TERN_EXIT_OK;
     }
@@ -65,7 +70,8 @@ static int print_devices(void) {
         printf("    fp16 (cl_khr_fp16): %s, subgroups: %s\n", d->fp16 ? "yes" : "no", d->subgroups ? "yes" : "no");
     }
     tern_backend *be = NULL;
-    if (tern_backend_opencl_create(-1, true, &be, &err) == TERN_OK) {
+    if (tern_backend_opencl_create(-1, true, &params, &(tern_logger){tern_cli_log, NULL}, &be, &err) ==
+        TERN_OK) {
         printf("auto picks: %s (it passed the self-test)\n", be->description);
         be->ops->destroy(be);
     } else {
@@ -112,7 +118,7 @@ int tern_cmd_info(int argc, char **argv) {
     }
     tern_error err = {0};
     tern_model *m = NULL;
-    if (tern_model_load(path, &m, &err) != TERN_OK)
+    if (tern_env_model_load(path, &m, &err) != TERN_OK)
         return tern_cli_fail("info", &err);
     tern_model_info mi;
     tern_model_get_info(m, &mi);
