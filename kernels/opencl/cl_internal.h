@@ -127,7 +127,10 @@ struct tern_cl {
     /* prefill products */
     tern_opencl_gemm gemm;  /* TILED or CLBLAST once resolved */
     bool mma;               /* matmul_mma (tensor cores) takes the prefill products: it built and passed */
-    char mma_state[240];    /* tern_cl_mma_state: why it is on or off; empty when never tried */
+    /* tern_cl_mma_state: why it is on or off; empty when never tried. Room for a build failure's
+     * whole message: its compiler line comes after the device's name and the driver's file name
+     * (PoCL: ~180 characters in), and it is what says why. */
+    char mma_state[TERN_ERROR_MESSAGE_MAX + 64];
     int64_t gemm_min_m;
     tern_clblast_sgemm_fn sgemm; /* NULL when CLBlast did not load */
     cl_mem tile;                 /* f32 weight rows for CLBlast, grown on first use */

@@ -383,9 +383,9 @@ tern_status tern_cl_build_program(tern_cl *cl, const tern_opencl_params *p, tern
     tern_status st = build_program(cl, p, off, &given, &first);
     /* The tensor-core kernels did not build (a driver that rejects mma.sync, say): without them,
      * the reason in the mma state (set last: every build resets it). */
-    char mma_why[220] = "";
+    char mma_why[sizeof cl->mma_state] = "";
     if (can_fall_back(st, given.mma, cl->tune.mma)) {
-        snprintf(mma_why, sizeof mma_why, "off: the mma kernels did not build: %.180s", first.message);
+        snprintf(mma_why, sizeof mma_why, "off: the mma kernels did not build: %s", first.message);
         off.mma_off = true;
         first = (tern_error){0};
         st = build_program(cl, p, off, &given, &first);
