@@ -29,7 +29,9 @@ typedef struct tern_logger {
 void tern_log(const tern_logger *log, tern_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Broken internal invariants (never bad input) stop the program, in release builds too. */
+/* Broken internal invariants (never bad input) stop the program, in release builds too. Each
+ * site has a check returning a status in front of it on every path from a file or a tern.h
+ * argument (docs/reliability.md, "Internal invariants", lists them). */
 #define TERN_ASSERT(cond)                                                                       \
     do {                                                                                        \
         if (!(cond)) {                                                                          \
