@@ -24,6 +24,8 @@ struct tern_context {
     bool opencl_auto;
     int32_t *history;
     tern_logger log; /* params.log_fn and log_user */
+    char isa[64];    /* params.isa's copy: the caller's string is borrowed for tern_context_create only,
+                      * and a fallback to the CPU later reads it again */
 };
 
 tern_context_params tern_context_default_params(void) {
@@ -239,6 +241,10 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
         return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
     c->model = m;
     c->params = p;
+    if (p.isa) {
+        snprintf(c->isa, sizeof c->isa, "%s", p.isa);
+        c->params.isa = c->isa;
+    }
     c->log = (tern_logger){p.log_fn, p.log_user};
     int cpus[1024];
     char threads_reason[160];

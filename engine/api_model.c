@@ -179,9 +179,7 @@ static tern_status load_from(tern_model *m, const char *label, int64_t t0, tern_
     }
     if (tern_model_weights_are_float(m))
         snprintf(m->warning, sizeof m->warning,
-                 "most weight bytes are F16/F32/BF16: a Q4_K_M file is ~3.5x smaller and faster "
-                 "(tern quantize %s OUT.gguf Q4_K_M)",
-                 label);
+                 "most weight bytes are F16/F32/BF16: a Q4_K_M file is ~3.5x smaller and faster");
     else if (tern_tokenizer_warning(m->tokenizer))
         snprintf(m->warning, sizeof m->warning, "%s", tern_tokenizer_warning(m->tokenizer));
     m->load_us = now_us() - t0;

@@ -393,7 +393,8 @@ int tern_run_setup(const char *cmd, const tern_run_options *o, tern_model **mode
                 tern_cli_bytes(ci.weight_bytes + ci.kv_bytes + ci.scratch_bytes, b1, sizeof b1),
                 tern_cli_bytes(ci.mem_available, b3, sizeof b3));
     if (mi.warning && mi.warning[0])
-        fprintf(stderr, "warning  %s\n", mi.warning);
+        fprintf(stderr, "warning  %s%s%s%s\n", mi.warning, mi.weights_are_float ? " (tern quantize " : "",
+                mi.weights_are_float ? o->model : "", mi.weights_are_float ? " OUT.gguf Q4_K_M)" : "");
     return TERN_EXIT_OK;
 }
 

@@ -152,7 +152,8 @@ int tern_cmd_info(int argc, char **argv) {
                tern_cli_bytes(plan.available, b5, sizeof b5), plan.fits ? "fits" : "DOES NOT FIT",
                (long long)plan.max_ctx_fit);
     if (mi.warning[0])
-        printf("warning       %s\n", mi.warning);
+        printf("warning       %s%s%s%s\n", mi.warning, mi.weights_are_float ? " (tern quantize " : "",
+               mi.weights_are_float ? path : "", mi.weights_are_float ? " OUT.gguf Q4_K_M)" : "");
     tern_model_free(m);
     return TERN_EXIT_OK;
 }
