@@ -262,6 +262,8 @@ typedef struct tern_opencl_params {
     bool profile;         /* device time per kernel, logged (INFO) when the context is freed */
 } tern_opencl_params;
 
+/* Strings (isa, opencl's) are read during tern_context_create only; abort_flag and log_user must
+ * stay valid while the context lives. */
 typedef struct tern_context_params {
     size_t struct_size;   /* sizeof(tern_context_params): set by tern_context_default_params */
     int64_t n_ctx;        /* 0: 4096, or the trained length if smaller */

@@ -88,10 +88,14 @@ void tern_cli_hint(tern_error *err, const tern_context_params *p, const tern_mod
         if (m && p->n_ctx > mi.n_ctx_train && !p->force)
             add_hint(err, "use --ctx %lld, or --force", (long long)mi.n_ctx_train);
         break;
-    case TERN_ERR_NOMEM:
-        if (m && !p->force)
-            add_hint(err, "--ctx sets the context, --force runs anyway");
+    case TERN_ERR_NOMEM: { /* the plan's refusal, not a failed allocation (ulimit -v, a cgroup) */
+        tern_memory_plan plan;
+        tern_model_plan_memory(m, p->n_ctx, p->n_batch, &plan);
+        if (m && !p->force && !plan.fits)
+            add_hint(err, "use a smaller --ctx (%lld fits) or a smaller quant, or --force",
+                     (long long)plan.max_ctx_fit);
         break;
+    }
     case TERN_ERR_CONTEXT_FULL:
         add_hint(err, "raise --ctx");
         break;
