@@ -228,12 +228,15 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
         format_bytes(plan.available, have, sizeof have);
         format_bytes(plan.weights, w, sizeof w);
         format_bytes(plan.kv_cache, kv, sizeof kv);
-        return tern_error_set(
-            err, TERN_ERR_NOMEM,
-            "not enough memory: this run needs %s (weights %s + KV cache %s at n_ctx %lld + "
-            "scratch) but %s is available; an n_ctx of %lld fits, or a smaller quant (force "
-            "skips this check)",
-            need, w, kv, (long long)p.n_ctx, have, (long long)plan.max_ctx_fit);
+        char fix[96];
+        if (plan.max_ctx_fit > 0)
+            snprintf(fix, sizeof fix, "an n_ctx of %lld fits, or a smaller quant", (long long)plan.max_ctx_fit);
+        else
+            snprintf(fix, sizeof fix, "the weights alone do not fit: a smaller quant or model");
+        return tern_error_set(err, TERN_ERR_NOMEM,
+                              "not enough memory: this run needs %s (weights %s + KV cache %s at n_ctx %lld + "
+                              "scratch) but %s is available; %s (force skips this check)",
+                              need, w, kv, (long long)p.n_ctx, have, fix);
     }
 
     tern_context *c = calloc(1, sizeof *c);

@@ -92,8 +92,7 @@ void tern_cli_hint(tern_error *err, const tern_context_params *p, const tern_mod
         tern_memory_plan plan;
         tern_model_plan_memory(m, p->n_ctx, p->n_batch, &plan);
         if (m && !p->force && !plan.fits)
-            add_hint(err, "use a smaller --ctx (%lld fits) or a smaller quant, or --force",
-                     (long long)plan.max_ctx_fit);
+            add_hint(err, "--ctx sets n_ctx, --force skips the check");
         break;
     }
     case TERN_ERR_CONTEXT_FULL:
@@ -101,7 +100,7 @@ void tern_cli_hint(tern_error *err, const tern_context_params *p, const tern_mod
         break;
     case TERN_ERR_NUMERICS:
         if (!p->check_numerics)
-            add_hint(err, "run with --check-numerics to find the layer");
+            add_hint(err, "--check-numerics sets it");
         break;
     case TERN_ERR_BACKEND:
         if (p->backend == TERN_BACKEND_OPENCL)
