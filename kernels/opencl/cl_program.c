@@ -97,6 +97,7 @@ static tern_status mma_default(tern_cl *cl, tern_opencl_mma mode, bool nv, int *
 static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, build_fallback off,
                                     build_given *given, char *defines, size_t cap, tern_error *err) {
     const char *extra = p->build_options;
+    *given = (build_given){false, false}; /* before any refusal: the caller reads it either way */
     tern_cl_tunables *t = &cl->tune;
     const size_t max_wg = cl->info.max_work_group;
     /* Defaults suit current GPUs; small work-group limits (some embedded GPUs) shrink them. */
@@ -143,7 +144,6 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
     };
     size_t used = 0;
     defines[0] = '\0';
-    *given = (build_given){false, false};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         int found = find_define(extra, list[i].name, list[i].min, list[i].max, list[i].value);
         if (found < 0)
