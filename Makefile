@@ -45,7 +45,9 @@ include kernels/opencl/gen.mk
 LIB_OBJ     := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC) $(GEN_SRC))
 TOOL_SRC    := $(wildcard tools/*.c)
 TOOL_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(TOOL_SRC))
-TEST_SUPPORT_SRC := $(wildcard tests/support/*.c)
+# Tests map the TERN_* variables onto parameters as the command does (tools/env_params.c), so that
+# TERN_ISA=... or TERN_OPENCL_OPTIONS=... before a test binary means what it means before tern.
+TEST_SUPPORT_SRC := $(wildcard tests/support/*.c) tools/env_params.c
 TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SUPPORT_SRC))
 TEST_SRC    := $(wildcard tests/test_*.c)
 TEST_BIN    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/forward.h"
+#include "engine/params.h"
 #include "engine/sysinfo.h"
 
 struct tern_context {
@@ -22,14 +23,21 @@ struct tern_context {
      * tokens of the KV cache (history, n_ctx entries) to rebuild it. */
     bool opencl_auto;
     int32_t *history;
+    tern_logger log; /* params.log_fn and log_user */
+    char isa[64];    /* params.isa's copy: the caller's string is borrowed for tern_context_create only,
+                      * and a fallback to the CPU later reads it again */
 };
 
 tern_context_params tern_context_default_params(void) {
     tern_context_params p;
     memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
     p.device = -1;
     return p;
 }
+
+/* The sizes of every released layout of tern_context_params (tern_params_take). */
+static const size_t context_params_sizes[] = {sizeof(tern_context_params)};
 
 static void format_bytes(uint64_t b, char *buf, size_t cap) {
     if (b >= (1ull << 30))
@@ -41,11 +49,11 @@ static void format_bytes(uint64_t b, char *buf, size_t cap) {
 /* Threads: the caller's count, or auto = the cores worth computing on (docs/threads.md): every
  * online core except the slowest class on big.LITTLE, all cores where they are equal. Never
  * silently 1. */
-static int choose_threads(const tern_context_params *p, int *cpus, int cap, bool *pin, char *reason,
-                          size_t rcap) {
+static int choose_threads(const tern_context_params *p, const char *sysroot, int *cpus, int cap, bool *pin,
+                          char *reason, size_t rcap) {
     *pin = false;
     tern_cpu_topology *topo = malloc(sizeof *topo); /* large: per-CPU arrays */
-    bool have_topo = topo && tern_sysinfo_cpus(NULL, topo, NULL) == TERN_OK;
+    bool have_topo = topo && tern_sysinfo_cpus(sysroot, topo, NULL) == TERN_OK;
     int n;
     if (p->n_threads > 0) {
         n = p->n_threads;
@@ -76,10 +84,11 @@ static int choose_threads(const tern_context_params *p, int *cpus, int cap, bool
 
 /* The backend and its forward pass (which uploads the weights, so that a device without room for
  * them falls back as well). CPU for "cpu"; for "auto" the first GPU-type OpenCL device passing
- * the self-test (TERN_OPENCL_ANY_DEVICE=1 admits CPU-type ones), else the CPU with the reason;
- * "opencl" forced fails with the reason instead. */
+ * the self-test (opencl.any_device admits CPU-type ones), else the CPU with the reason; "opencl"
+ * forced fails with the reason instead. */
 static tern_status start_cpu(tern_context *c, int n_threads, const int *cpus, tern_error *err) {
-    tern_status st = tern_backend_cpu_create(n_threads, cpus, c->params.isa, &c->backend, err);
+    tern_status st =
+        tern_backend_cpu_create(n_threads, cpus, c->params.isa, c->params.cpu_copy_weights, &c->backend, err);
     if (st == TERN_OK)
         st = tern_forward_create(c->model, c->backend, c->params.n_ctx, c->params.n_batch, c->params.logits_all,
                                  &c->fwd, err);
@@ -97,9 +106,9 @@ static void stop_backend(tern_context *c) {
 /* A GPU device node (tern_sysinfo_gpu) says a GPU driver is likely to be used, so auto loads
  * OpenCL here at once. Without one, auto asks in a child process first (tern_backend_opencl_probe_gpu):
  * on a machine whose only driver is a CPU one (PoCL), nothing is loaded into this process. */
-static bool gpu_signs(void) {
+static bool gpu_signs(const char *sysroot) {
     tern_gpu_info g;
-    return tern_sysinfo_gpu(NULL, &g, NULL) == TERN_OK && g.n_devices > 0;
+    return tern_sysinfo_gpu(sysroot, &g, NULL) == TERN_OK && g.n_devices > 0;
 }
 
 /* "NAME" of an OpenCL backend's description "opencl (NAME), ... decode products": up to the last
@@ -120,12 +129,13 @@ static tern_status choose_backend(tern_context *c, int n_threads, const int *cpu
     snprintf(reason, cap, "requested");
     if (p->backend != TERN_BACKEND_CPU) {
         const bool forced = p->backend == TERN_BACKEND_OPENCL;
-        const char *any = getenv("TERN_OPENCL_ANY_DEVICE");
         tern_error e = {0};
-        const bool gpu_only = !forced && !(any && !strcmp(any, "1"));
-        st = gpu_only && p->device < 0 && !gpu_signs() ? tern_backend_opencl_probe_gpu(&e) : TERN_OK;
+        const bool gpu_only = !forced && !p->opencl.any_device;
+        st = gpu_only && p->device < 0 && !gpu_signs(c->model->sysroot)
+                 ? tern_backend_opencl_probe_gpu(p->opencl.library, &e)
+                 : TERN_OK;
         if (st == TERN_OK)
-            st = tern_backend_opencl_create(p->device, gpu_only, &c->backend, &e);
+            st = tern_backend_opencl_create(p->device, gpu_only, &p->opencl, &c->log, &c->backend, &e);
         if (st == TERN_OK)
             st = tern_forward_create(c->model, c->backend, p->n_ctx, p->n_batch, p->logits_all, &c->fwd, &e);
         if (st == TERN_OK) {
@@ -141,7 +151,7 @@ static tern_status choose_backend(tern_context *c, int n_threads, const int *cpu
         } else {
             stop_backend(c);
             if (forced)
-                return tern_error_set(err, st, "--backend opencl: %s", e.message);
+                return tern_error_set(err, st, "backend opencl: %s", e.message);
             snprintf(reason, cap, "auto: %.*s", (int)cap - 7, e.message);
         }
     }
@@ -152,16 +162,17 @@ static tern_status choose_backend(tern_context *c, int n_threads, const int *cpu
     return TERN_OK;
 }
 
-/* A runtime OpenCL failure under auto: said once on stderr, then the context continues on the
+/* A runtime OpenCL failure under auto: said once to the log, then the context continues on the
  * CPU, rebuilding its KV cache from the tokens it holds. */
 static tern_status fall_back_to_cpu(tern_context *c, const char *why, tern_error *err) {
-    fprintf(stderr, "tern: the OpenCL backend failed (%s); continuing on the CPU\n", why);
+    tern_log(&c->log, TERN_LOG_WARN, "the OpenCL backend failed (%s); continuing on the CPU", why);
     stop_backend(c);
     c->opencl_auto = false;
     int cpus[1024];
     char threads_reason[160];
     bool pin = false;
-    const int n_threads = choose_threads(&c->params, cpus, 1024, &pin, threads_reason, sizeof threads_reason);
+    const int n_threads = choose_threads(&c->params, c->model->sysroot, cpus, 1024, &pin, threads_reason,
+                                         sizeof threads_reason);
     tern_status st = start_cpu(c, n_threads, pin ? cpus : NULL, err);
     if (st != TERN_OK)
         return st;
@@ -183,18 +194,24 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
     if (!m || !out)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_context_create: model and out are required");
     *out = NULL;
-    tern_context_params p = params ? *params : tern_context_default_params();
+    tern_context_params p = tern_context_default_params();
+    if (params && tern_params_take(&p, sizeof p, params, context_params_sizes,
+                                   sizeof context_params_sizes / sizeof context_params_sizes[0],
+                                   "tern_context_params", err) != TERN_OK)
+        return TERN_ERR_INVALID_ARG;
     const tern_hparams *hp = &m->hp;
     if (p.n_ctx < 0 || p.n_batch < 0 || p.n_threads < 0)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "context, batch and threads must not be negative");
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "n_ctx, n_batch and n_threads must not be negative");
     if (p.n_ctx == 0)
         p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (p.n_ctx > hp->n_ctx_train && !p.force)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG,
-                              "context %lld is above the model's trained length %lld (use --ctx %lld, or --force)",
-                              (long long)p.n_ctx, (long long)hp->n_ctx_train, (long long)hp->n_ctx_train);
+        return tern_error_set(
+            err, TERN_ERR_INVALID_ARG,
+            "n_ctx %lld is above the model's trained length %lld (set force to go beyond it)",
+            (long long)p.n_ctx, (long long)hp->n_ctx_train);
     if (p.n_ctx > TERN_MAX_CONTEXT)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "context %lld is beyond any sane size", (long long)p.n_ctx);
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "n_ctx %lld is beyond any sane size",
+                              (long long)p.n_ctx);
     if (p.n_batch == 0)
         p.n_batch = 512;
     if (p.n_batch > p.n_ctx)
@@ -211,10 +228,15 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
         format_bytes(plan.available, have, sizeof have);
         format_bytes(plan.weights, w, sizeof w);
         format_bytes(plan.kv_cache, kv, sizeof kv);
+        char fix[96];
+        if (plan.max_ctx_fit > 0)
+            snprintf(fix, sizeof fix, "an n_ctx of %lld fits, or a smaller quant", (long long)plan.max_ctx_fit);
+        else
+            snprintf(fix, sizeof fix, "the weights alone do not fit: a smaller quant or model");
         return tern_error_set(err, TERN_ERR_NOMEM,
-                              "not enough memory: this run needs %s (weights %s + KV cache %s at ctx %lld + scratch) "
-                              "but %s is available; use a smaller --ctx (%lld fits) or a smaller quant, or --force",
-                              need, w, kv, (long long)p.n_ctx, have, (long long)plan.max_ctx_fit);
+                              "not enough memory: this run needs %s (weights %s + KV cache %s at n_ctx %lld + "
+                              "scratch) but %s is available; %s (force skips this check)",
+                              need, w, kv, (long long)p.n_ctx, have, fix);
     }
 
     tern_context *c = calloc(1, sizeof *c);
@@ -222,10 +244,15 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
         return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
     c->model = m;
     c->params = p;
+    if (p.isa) {
+        snprintf(c->isa, sizeof c->isa, "%s", p.isa);
+        c->params.isa = c->isa;
+    }
+    c->log = (tern_logger){p.log_fn, p.log_user};
     int cpus[1024];
     char threads_reason[160];
     bool pin = false;
-    int n_threads = choose_threads(&p, cpus, 1024, &pin, threads_reason, sizeof threads_reason);
+    int n_threads = choose_threads(&p, m->sysroot, cpus, 1024, &pin, threads_reason, sizeof threads_reason);
     tern_status st = TERN_OK;
     size_t logit_floats = (size_t)hp->n_vocab * (size_t)(p.logits_all ? p.n_batch : 1);
     c->logits = malloc(logit_floats * sizeof(float));
@@ -280,6 +307,8 @@ void tern_context_free(tern_context *c) {
 void tern_context_get_info(const tern_context *c, tern_context_info *info) {
     if (info)
         *info = c ? c->info : (tern_context_info){0};
+    if (info)
+        info->struct_size = sizeof *info;
 }
 
 tern_status tern_eval(tern_context *c, const int32_t *tokens, size_t n, tern_error *err) {
@@ -290,7 +319,7 @@ tern_status tern_eval(tern_context *c, const int32_t *tokens, size_t n, tern_err
     if (n > (size_t)(c->params.n_ctx - c->pos))
         return tern_error_set(err, TERN_ERR_CONTEXT_FULL,
                               "%zu tokens do not fit: %lld of the context's %lld positions are used "
-                              "(raise --ctx, or /reset in chat)",
+                              "(a larger n_ctx, or tern_context_reset)",
                               n, (long long)c->pos, (long long)c->params.n_ctx);
     /* Checked up front, so that a bad id late in a long prompt does not leave earlier batches
      * evaluated behind an error. */

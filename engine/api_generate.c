@@ -8,6 +8,7 @@
 
 #include "engine/chat_format.h"
 #include "engine/model.h"
+#include "engine/params.h"
 #include "engine/stop_strings.h"
 #include "engine/tokenizer.h"
 #include "gguf/error.h"
@@ -28,9 +29,13 @@ const char *tern_stop_reason_name(tern_stop_reason r) {
 tern_generate_params tern_generate_default_params(void) {
     tern_generate_params p;
     memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
     p.max_tokens = -1;
     return p;
 }
+
+/* The sizes of every released layout of tern_generate_params (tern_params_take). */
+static const size_t generate_params_sizes[] = {sizeof(tern_generate_params)};
 
 /* The stops of one call, split by kind: control tokens stop on their id (their text is not
  * printed unless `special`), everything else is matched in the text. */
@@ -195,8 +200,12 @@ tern_status tern_generate(tern_context *ctx, tern_sampler *sampler, const int32_
                           const tern_generate_params *params, tern_generate_stats *stats, tern_error *err) {
     if (!ctx || !sampler || !stats || (n_prompt && !prompt))
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_generate: context, sampler and stats are required");
-    const tern_generate_params defaults = tern_generate_default_params();
-    const tern_generate_params *p = params ? params : &defaults;
+    tern_generate_params taken = tern_generate_default_params();
+    if (params && tern_params_take(&taken, sizeof taken, params, generate_params_sizes,
+                                   sizeof generate_params_sizes / sizeof generate_params_sizes[0],
+                                   "tern_generate_params", err) != TERN_OK)
+        return TERN_ERR_INVALID_ARG;
+    const tern_generate_params *p = &taken;
     const tern_model *m = tern_context_model(ctx);
     memset(stats, 0, sizeof *stats);
     stats->n_prompt = (int64_t)n_prompt;

@@ -9,6 +9,7 @@
 #include "engine/chat_format.h"
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "engine/params.h"
 #include "engine/sysinfo.h"
 #include "quant/quant.h"
 
@@ -79,10 +80,11 @@ static void choose_chat_format(tern_model *m) {
     const char *missing = m->chat_template ? "a chat template tern does not know" : "no chat template in the file";
     m->chat_format = TERN_CHAT_PLAIN;
     if (basis && !m->chat_template && !tagged_for_chat(m->gguf))
-        snprintf(m->chat_format_note, sizeof m->chat_format_note,
-                 "%s and no instruct/chat tag: a base model, so plain User:/Assistant: text (%s turns from %s: "
-                 "--chat-template %s)",
-                 missing, tern_chat_format_name(turns), basis, tern_chat_format_name(turns));
+        snprintf(
+            m->chat_format_note, sizeof m->chat_format_note,
+            "%s and no instruct/chat tag: a base model, so plain User:/Assistant: text (%s turns from %s: "
+            "chat format %s uses them)",
+            missing, tern_chat_format_name(turns), basis, tern_chat_format_name(turns));
     else if (basis) {
         m->chat_format = turns;
         snprintf(m->chat_format_note, sizeof m->chat_format_note, "%s: using %s turns, chosen from %s", missing,
@@ -177,9 +179,7 @@ static tern_status load_from(tern_model *m, const char *label, int64_t t0, tern_
     }
     if (tern_model_weights_are_float(m))
         snprintf(m->warning, sizeof m->warning,
-                 "most weight bytes are F16/F32/BF16: a Q4_K_M file is ~3.5x smaller and faster "
-                 "(tern quantize %s OUT.gguf Q4_K_M)",
-                 label);
+                 "most weight bytes are F16/F32/BF16: a Q4_K_M file is ~3.5x smaller and faster");
     else if (tern_tokenizer_warning(m->tokenizer))
         snprintf(m->warning, sizeof m->warning, "%s", tern_tokenizer_warning(m->tokenizer));
     m->load_us = now_us() - t0;
@@ -187,16 +187,37 @@ static tern_status load_from(tern_model *m, const char *label, int64_t t0, tern_
     return TERN_OK;
 }
 
+tern_model_params tern_model_default_params(void) {
+    return (tern_model_params){.struct_size = sizeof(tern_model_params)};
+}
+
+/* The sizes of every released layout of tern_model_params (tern_params_take). */
+static const size_t model_params_sizes[] = {sizeof(tern_model_params)};
+
 tern_status tern_model_load(const char *path, tern_model **out, tern_error *err) {
+    return tern_model_load_with_params(path, NULL, out, err);
+}
+
+tern_status tern_model_load_with_params(const char *path, const tern_model_params *params, tern_model **out,
+                                        tern_error *err) {
     if (!path || !out)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_model_load: path and out are required");
     *out = NULL;
+    tern_model_params p = tern_model_default_params();
+    tern_status st = params ? tern_params_take(&p, sizeof p, params, model_params_sizes,
+                                               sizeof model_params_sizes / sizeof model_params_sizes[0],
+                                               "tern_model_params", err)
+                            : TERN_OK;
+    if (st != TERN_OK)
+        return st;
     int64_t t0 = now_us();
     tern_model *m = calloc(1, sizeof *m);
-    if (!m)
+    if (!m || (p.sysroot && !(m->sysroot = strdup(p.sysroot)))) {
+        free(m);
         return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    }
     snprintf(m->path, sizeof m->path, "%s", path);
-    tern_status st = tern_gguf_open(path, &m->gguf, err);
+    st = tern_gguf_open(path, &m->gguf, err);
     if (st != TERN_OK) {
         tern_model_free(m);
         return printable_error(err, st);
@@ -230,6 +251,7 @@ void tern_model_free(tern_model *m) {
     tern_model_weights_free(&m->w);
     tern_gguf_free(m->gguf);
     free((void *)m->chat_template);
+    free(m->sysroot);
     free(m);
 }
 
@@ -242,13 +264,14 @@ void tern_model_get_mapping(const tern_model *m, tern_mapping_info *info) {
     /* the file's first byte, from any tensor: data = base + data offset + tensor offset */
     const tern_gguf_tensor *t = tern_gguf_tensor_at(m->gguf, 0);
     const uintptr_t base = (uintptr_t)t->data - (uintptr_t)tern_gguf_data_offset(m->gguf) - (uintptr_t)t->offset;
-    tern_sysinfo_mapping(NULL, 0, (uint64_t)base, tern_gguf_file_size(m->gguf), info, NULL);
+    tern_sysinfo_mapping(m->sysroot, 0, (uint64_t)base, tern_gguf_file_size(m->gguf), info, NULL);
 }
 
 void tern_model_get_info(const tern_model *m, tern_model_info *info) {
     if (!info)
         return;
     memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
     if (!m)
         return;
     const tern_hparams *hp = &m->hp;
@@ -301,7 +324,7 @@ void tern_model_plan_memory(const tern_model *m, int64_t n_ctx, int64_t n_batch,
     plan->scratch = beyond ? UINT64_MAX : tern_forward_scratch_bytes(&m->hp, n_batch, false);
     plan->total = beyond ? UINT64_MAX : plan->weights + plan->kv_cache + plan->scratch;
     tern_meminfo mi;
-    if (tern_sysinfo_memory(NULL, &mi, NULL) == TERN_OK && mi.available_bytes > 0)
+    if (tern_sysinfo_memory(m->sysroot, &mi, NULL) == TERN_OK && mi.available_bytes > 0)
         plan->available = (uint64_t)mi.available_bytes;
     plan->fits = !beyond && (plan->available == 0 || plan->total <= plan->available);
     /* Largest context that fits: KV grows linearly with n_ctx. */

@@ -105,21 +105,23 @@ struct tern_backend {
 };
 
 /* The CPU backend: threads = number of threads (>= 1); cpus = pin list or NULL; isa = NULL for
- * automatic (TERN_ISA), else a forced kernel path. */
-tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *isa, tern_backend **out,
-                                    tern_error *err);
+ * automatic, else a forced kernel path; copy_weights: tern_context_params.cpu_copy_weights. */
+tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *isa, bool copy_weights,
+                                    tern_backend **out, tern_error *err);
 
 /* The OpenCL backend (kernels/opencl/, docs/opencl.md) on OpenCL device `device` (an index of
  * `tern info --devices`), or with device < 0 on the first device that qualifies (a GPU when
  * gpu_only, else any usable device) and passes the self-test: a small Q4_K product compared with
- * the CPU reference. Fails with TERN_ERR_BACKEND and the reason: no runtime, no platform, no GPU,
- * a build error, a failed self-test. */
-tern_status tern_backend_opencl_create(int device, bool gpu_only, tern_backend **out, tern_error *err);
+ * the CPU reference. params (NULL: defaults) are tern_cl_create's; log gets its profile table.
+ * Fails with TERN_ERR_BACKEND and the reason: no runtime, no platform, no GPU, a build error, a
+ * failed self-test. */
+tern_status tern_backend_opencl_create(int device, bool gpu_only, const tern_opencl_params *params,
+                                       const tern_logger *log, tern_backend **out, tern_error *err);
 
 /* Whether an OpenCL GPU that qualifies is listed (TERN_OK), else the reason, asked in a child
  * process: drivers cannot be unloaded (PoCL keeps its LLVM, ~390 MB of address space, and its
  * threads), so a probe that ends on the CPU must not load them into this process. The answer
  * comes back through a pipe; when no child can be made, the devices are listed here. */
-tern_status tern_backend_opencl_probe_gpu(tern_error *err);
+tern_status tern_backend_opencl_probe_gpu(const char *library, tern_error *err);
 
 #endif

@@ -29,7 +29,7 @@ struct tern_buf {
 
 struct tern_weight {
     const uint8_t *data;
-    uint8_t *copy; /* data's own copy under TERN_CPU_COPY_WEIGHTS=1, else NULL */
+    uint8_t *copy; /* data's own copy with cpu_copy_weights, else NULL */
     uint32_t type;
     int64_t k;        /* ne[0]: elements per row */
     int64_t n_rows;   /* ne[1] */
@@ -60,7 +60,7 @@ typedef struct cpu_backend {
     float *thread_scratch;
     int64_t thread_scratch_floats;
 
-    /* TERN_CPU_COPY_WEIGHTS=1: matrices are copied out of the mapped file into anonymous memory
+    /* cpu_copy_weights: matrices are copied out of the mapped file into anonymous memory
      * with transparent huge pages (weight_create), weights_copied bytes in all. */
     bool copy_weights;
     uint64_t weights_copied;
@@ -103,7 +103,7 @@ static void split_range(int64_t n, int ith, int nth, int64_t align, int64_t *lo,
  * anonymous memory with transparent huge pages (24-29 GB/s with 4 KiB pages): 2 threads, Q4_K,
  * 3 GiB. The file is since mapped so that 2 MiB page-cache folios get 2 MiB entries (gguf_read.c;
  * not re-measured on that machine, +5-25 % on another: docs/benchmarks.md, session 3).
- * TERN_CPU_COPY_WEIGHTS=1 copies each matrix of 1 MiB or more into 2 MiB-aligned anonymous
+ * cpu_copy_weights copies each matrix of 1 MiB or more into 2 MiB-aligned anonymous
  * memory advised for huge pages. It costs the weights' size in memory on top of the
  * file's page cache (which the kernel may reclaim) and the copy at load; the backend's
  * description and memory_used say how much. Off by default: the memory plan counts the weights
@@ -579,8 +579,8 @@ static const tern_backend_ops cpu_ops = {
     .memory_used = cpu_memory_used,
 };
 
-tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *isa, tern_backend **out,
-                                    tern_error *err) {
+tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *isa, bool copy_weights,
+                                    tern_backend **out, tern_error *err) {
     if (n_threads < 1 || n_threads > 1024)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "thread count %d is outside 1..1024", n_threads);
     cpu_backend *c = calloc(1, sizeof *c);
@@ -595,8 +595,7 @@ tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *
         free(c);
         return st;
     }
-    const char *copy = getenv("TERN_CPU_COPY_WEIGHTS");
-    c->copy_weights = copy && strcmp(copy, "1") == 0;
+    c->copy_weights = copy_weights;
     describe(c);
     *out = &c->base;
     return TERN_OK;

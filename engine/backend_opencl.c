@@ -574,12 +574,13 @@ done:
     return st;
 }
 
-static tern_status create_on(int device, tern_backend **out, tern_error *err) {
+static tern_status create_on(int device, const tern_opencl_params *params, const tern_logger *log,
+                             tern_backend **out, tern_error *err) {
     ocl_backend *b = calloc(1, sizeof *b);
     if (!b)
         return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
     b->base.ops = &ocl_ops;
-    tern_status st = tern_cl_create(device, &b->cl, err);
+    tern_status st = tern_cl_create(device, params, log, &b->cl, err);
     if (st == TERN_OK)
         st = self_test(b, err);
     if (st != TERN_OK) {
@@ -612,10 +613,10 @@ static void note_skipped(char *list, size_t cap, size_t *used, const char *name,
 
 /* In the child of tern_backend_opencl_probe_gpu: TERN_OK when a usable GPU is listed, else the
  * reason, as tern_backend_opencl_create would give it. */
-static tern_status find_gpu(tern_error *err) {
+static tern_status find_gpu(const char *library, tern_error *err) {
     tern_cl_device_info list[TERN_CL_MAX_DEVICES];
     int n = 0;
-    tern_status st = tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, err);
+    tern_status st = tern_cl_list_devices(library, list, TERN_CL_MAX_DEVICES, &n, err);
     if (st != TERN_OK)
         return st;
     char skipped[256] = "";
@@ -629,20 +630,20 @@ static tern_status find_gpu(tern_error *err) {
     return tern_error_set(err, TERN_ERR_BACKEND, "no OpenCL GPU (%s)", skipped);
 }
 
-tern_status tern_backend_opencl_probe_gpu(tern_error *err) {
+tern_status tern_backend_opencl_probe_gpu(const char *library, tern_error *err) {
     int fds[2];
     if (pipe(fds) != 0)
-        return find_gpu(err);
+        return find_gpu(library, err);
     const pid_t pid = fork();
     if (pid < 0) { /* no child to spare: ask here, and keep what gets loaded */
         close(fds[0]);
         close(fds[1]);
-        return find_gpu(err);
+        return find_gpu(library, err);
     }
     if (pid == 0) {
         close(fds[0]);
         tern_error e = {0};
-        e.status = find_gpu(&e);
+        e.status = find_gpu(library, &e);
         const size_t len = offsetof(tern_error, message) + strlen(e.message);
         size_t done = 0;
         for (ssize_t w; done < len && ((w = write(fds[1], (const char *)&e + done, len - done)) > 0 || errno == EINTR);)
@@ -666,13 +667,15 @@ tern_status tern_backend_opencl_probe_gpu(tern_error *err) {
     return answer.status == TERN_OK ? TERN_OK : tern_error_set(err, answer.status, "%s", answer.message);
 }
 
-tern_status tern_backend_opencl_create(int device, bool gpu_only, tern_backend **out, tern_error *err) {
+tern_status tern_backend_opencl_create(int device, bool gpu_only, const tern_opencl_params *params,
+                                       const tern_logger *log, tern_backend **out, tern_error *err) {
     *out = NULL;
     if (device >= 0)
-        return create_on(device, out, err);
+        return create_on(device, params, log, out, err);
     tern_cl_device_info list[TERN_CL_MAX_DEVICES];
     int n = 0;
-    tern_status st = tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, err);
+    tern_status st =
+        tern_cl_list_devices(params ? params->library : NULL, list, TERN_CL_MAX_DEVICES, &n, err);
     if (st != TERN_OK)
         return st;
     /* GPUs first, then (when not gpu_only: --backend opencl forced) the other devices, so a
@@ -692,7 +695,7 @@ tern_status tern_backend_opencl_create(int device, bool gpu_only, tern_backend *
                 continue;
             }
             tern_error e = {0};
-            if ((st = create_on(i, out, &e)) == TERN_OK)
+            if ((st = create_on(i, params, log, out, &e)) == TERN_OK)
                 return TERN_OK;
             if (first.status == TERN_OK)
                 first = e;

@@ -190,9 +190,9 @@ static tern_status check_finite(tern_forward *f, const tern_buf *b, int64_t n, c
             if (layer >= 0)
                 return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite value (%g) in %s of layer %lld, element %lld",
                                       v, where, (long long)layer, (long long)(at + i));
-            return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite value (%g) in %s, element %lld%s", v, where,
-                                  (long long)(at + i),
-                                  f->check_numerics ? "" : " (run with --check-numerics to find the layer)");
+            return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite value (%g) in %s, element %lld%s", v,
+                                  where, (long long)(at + i),
+                                  f->check_numerics ? "" : " (check_numerics names the layer)");
         }
     }
     return TERN_OK;
@@ -360,7 +360,8 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
         if (!isfinite(logits[i]))
             return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite logit at position %lld%s%s",
                                   (long long)(pos0 + (f->logits_all ? i / hp->n_vocab : n - 1)),
-                                  f->check_numerics ? ": in the output of " : " (run with --check-numerics to find the layer)",
+                                  f->check_numerics ? ": in the output of "
+                                                    : " (check_numerics names the layer)",
                                   f->check_numerics ? f->model->w.output->name : "");
     return TERN_OK;
 }

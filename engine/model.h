@@ -112,6 +112,7 @@ struct tern_model {
     char warning[256];         /* load-time warnings (e.g. F16 weights) or "" */
     char tokenizer_desc[64];   /* "llama", "gpt2 (smollm)" */
     char features[256];        /* tern_hparams_features */
+    char *sysroot;             /* tern_model_params.sysroot (a copy), or NULL for "/" */
 };
 typedef struct tern_model tern_model;
 

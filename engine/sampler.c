@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/params.h"
 #include "gguf/error.h"
 
 typedef struct candidate {
@@ -26,6 +27,7 @@ struct tern_sampler {
 
 tern_sampler_params tern_sampler_default_params(void) {
     return (tern_sampler_params){
+        .struct_size = sizeof(tern_sampler_params),
         .temperature = 0.8f,
         .top_k = 40,
         .top_p = 0.95f,
@@ -99,18 +101,27 @@ static tern_status check_params(const tern_sampler_params *p, int n_vocab, tern_
     return TERN_OK;
 }
 
-tern_status tern_sampler_create(const tern_sampler_params *params, int n_vocab, tern_sampler **out,
+/* The sizes of every released layout of tern_sampler_params (tern_params_take). */
+static const size_t sampler_params_sizes[] = {sizeof(tern_sampler_params)};
+
+tern_status tern_sampler_create(const tern_sampler_params *given, int n_vocab, tern_sampler **out,
                                 tern_error *err) {
-    if (!params || !out)
+    if (!given || !out)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "sampler: NULL argument");
     *out = NULL;
-    tern_status st = check_params(params, n_vocab, err);
+    tern_sampler_params p = tern_sampler_default_params();
+    tern_status st = tern_params_take(&p, sizeof p, given, sampler_params_sizes,
+                                      sizeof sampler_params_sizes / sizeof sampler_params_sizes[0],
+                                      "tern_sampler_params", err);
+    if (st == TERN_OK)
+        st = check_params(&p, n_vocab, err);
     if (st != TERN_OK)
         return st;
+    const tern_sampler_params *params = &p;
     tern_sampler *s = calloc(1, sizeof *s);
     if (!s)
         goto nomem;
-    s->params = *params;
+    s->params = p;
     s->n_vocab = n_vocab;
     /* n_vocab is a positive int, so these products fit in size_t on every supported target. */
     s->work = malloc((size_t)n_vocab * sizeof *s->work);

@@ -23,10 +23,7 @@
 #define CLASS_TOLERANCE_PERCENT 5
 
 static const char *resolve_root(const char *sysroot) {
-    if (sysroot)
-        return sysroot;
-    const char *env = getenv("TERN_SYSROOT");
-    return env && *env ? env : "/";
+    return sysroot && *sysroot ? sysroot : "/";
 }
 
 /* root + "/" + the formatted relative path; false when it does not fit. */

@@ -3,7 +3,7 @@
  * zRAM, temperatures, cpufreq governors, the ACPI platform profile, page faults of a process.
  *
  * Everything is read from files under a root directory, `sysroot`: "/" on a real machine, or a
- * fake tree in tests (tests/data/sysroot/). A NULL sysroot means $TERN_SYSROOT, else "/". Files
+ * fake tree in tests (tests/data/sysroot/); NULL or "" means "/". Files
  * that are missing or unreadable (common on phones, in containers, on x86 without cpu_capacity)
  * leave fields at their "unknown" value (-1 for numbers, "" for strings) rather than failing.
  *

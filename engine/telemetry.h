@@ -35,7 +35,7 @@ typedef struct tern_telemetry_sample {
 } tern_telemetry_sample;
 
 /* Reads the CPU and thermal-zone lists once, takes the first sample and starts the thread.
- * sysroot as for sysinfo (NULL: $TERN_SYSROOT or "/"); interval_ms in [1, 60000]. */
+ * sysroot as for sysinfo (NULL: "/"); interval_ms in [1, 60000]. */
 tern_status tern_telemetry_start(const char *sysroot, int interval_ms, tern_telemetry **out, tern_error *err);
 
 /* Tags later samples; cheap (one atomic store), safe from any thread. */

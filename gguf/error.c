@@ -1,6 +1,7 @@
 #include "error.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 
 tern_status tern_error_set(tern_error *err, tern_status status, const char *fmt, ...) {
     if (err) {
@@ -29,4 +30,23 @@ const char *tern_status_name(tern_status status) {
     case TERN_ERR_INTERRUPTED: return "interrupted";
     }
     return "unknown status";
+}
+
+void tern_log(const tern_logger *log, tern_log_level level, const char *fmt, ...) {
+    if (!log || !log->fn)
+        return;
+    char line[1024];
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    const int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    /* a block (the OpenCL profile table) may be longer than a line: its own buffer, or the
+     * truncated text when there is no memory for one */
+    char *text = n >= (int)sizeof line ? malloc((size_t)n + 1) : NULL;
+    if (text)
+        vsnprintf(text, (size_t)n + 1, fmt, again);
+    va_end(again);
+    log->fn(log->user, (int)level, text ? text : line);
+    free(text);
 }

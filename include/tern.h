@@ -7,7 +7,17 @@
  *  - objects are opaque handles with _create/_load and _free pairs; _free(NULL) is a no-op;
  *  - a NULL pointer where one is required gives TERN_ERR_INVALID_ARG from a fallible call, and
  *    makes any other call a no-op returning 0, NULL, -1 or false (a NULL tern_error is allowed);
- *  - the library keeps no global state and never exits or aborts on bad input.
+ *  - the library keeps no global state, reads no environment variable, prints nothing, and never
+ *    exits or aborts on bad input: configuration comes in through the parameter structs, and
+ *    what it has to say outside an error goes to the log callback of tern_context_params;
+ *  - parameter structs start from their tern_*_default_params(), which sets struct_size (below).
+ *
+ * Threads: a tern_model, once loaded, is read-only and may be shared by any number of contexts on
+ * any number of threads (tern_model_set_chat_format is the one call that changes it: make it
+ * before other threads use the model). A tern_context, tern_sampler or tern_detokenizer is used
+ * by one thread at a time (a context runs its own worker threads inside its calls); different
+ * ones may be used on different threads at once. The log callback of a context is called on the
+ * thread that called into the context, never from its workers.
  */
 #ifndef TERN_H
 #define TERN_H
@@ -20,7 +30,12 @@
 extern "C" {
 #endif
 
+/* The version of this header. TERN_VERSION_NUMBER is major * 10000 + minor * 100 + patch, for
+ * comparisons in #if; tern_version() and tern_version_number() give those of the library linked. */
 #define TERN_VERSION "0.1.0"
+#define TERN_VERSION_NUMBER 100
+const char *tern_version(void);
+int tern_version_number(void);
 
 typedef enum tern_status {
     TERN_OK = 0,
@@ -48,6 +63,27 @@ typedef struct tern_error {
 const char *tern_status_name(tern_status status);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Diagnostics and parameter structs                                                           */
+
+/* What the library has to say outside an error (a fallback it took, the OpenCL profile table)
+ * goes to the callback a context was created with; without one the library says nothing. msg is
+ * one line, or a block of lines, without a trailing newline; it is valid during the call only. */
+typedef enum tern_log_level {
+    TERN_LOG_ERROR = 0,
+    TERN_LOG_WARN = 1, /* the run goes on, other than asked (OpenCL failed: continuing on the CPU) */
+    TERN_LOG_INFO = 2, /* what was asked for (the OpenCL profile) */
+    TERN_LOG_DEBUG = 3,
+} tern_log_level;
+typedef void (*tern_log_fn)(void *user, int level, const char *msg);
+
+/* ABI growth: each parameter struct starts with struct_size, which its tern_*_default_params()
+ * sets to the struct's size in the header the program was compiled with. The library takes the
+ * size of every released layout of the struct (fields past a smaller one keep their defaults);
+ * 0 or another size is TERN_ERR_INVALID_ARG. Fields are only ever added at the end. The info
+ * structs the library fills (tern_model_info, tern_context_info) start with struct_size too,
+ * which the library sets to the size it filled. */
+
+/* ------------------------------------------------------------------------------------------ */
 /* Models                                                                                      */
 
 typedef struct tern_model tern_model;
@@ -57,7 +93,21 @@ typedef struct tern_model tern_model;
 tern_status tern_model_load(const char *path, tern_model **out, tern_error *err);
 void tern_model_free(tern_model *model);
 
+typedef struct tern_model_params {
+    size_t struct_size; /* sizeof(tern_model_params): set by tern_model_default_params */
+    /* Where the machine is read from (/proc and /sys under it: CPUs, MemAvailable, the mapping of
+     * the file) by this model and its contexts; NULL: "/". A fake tree describes another machine
+     * (tests/data/sysroot/). Copied: the string need not outlive the call. */
+    const char *sysroot;
+} tern_model_params;
+
+tern_model_params tern_model_default_params(void);
+/* tern_model_load with parameters (NULL: the defaults, as tern_model_load). */
+tern_status tern_model_load_with_params(const char *path, const tern_model_params *params, tern_model **out,
+                                        tern_error *err);
+
 typedef struct tern_model_info {
+    size_t struct_size;         /* set by the library: the bytes it filled */
     const char *architecture;   /* "llama" */
     const char *name;           /* general.name or the file name */
     int64_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
@@ -84,7 +134,7 @@ int64_t tern_model_n_vocab(const tern_model *model);
  * that cannot be read): bytes mapped, bytes resident, and bytes resident through 2 MiB
  * page-table entries. Decode reads every weight once per token, and 4 KiB entries can cost a
  * good share of the read bandwidth (docs/benchmarks.md). Pages are mapped as they are first read,
- * so ask after tokens have run. With TERN_CPU_COPY_WEIGHTS=1 the copies are not counted here. */
+ * so ask after tokens have run. The copies of cpu_copy_weights are not counted here. */
 typedef struct tern_mapping_info {
     uint64_t mapped, resident, huge;
 } tern_mapping_info;
@@ -165,17 +215,74 @@ typedef enum tern_backend_kind {
     TERN_BACKEND_OPENCL = 2,
 } tern_backend_kind;
 
+/* How prefill products (batches of gemm_min_m tokens or more) run on OpenCL: our tiled kernel
+ * reading the quantized weights, or CLBlast SGEMM on dequantized tiles. AUTO: CLBlast on GPUs
+ * other than NVIDIA's when it loads, else tiled. */
+typedef enum tern_opencl_gemm {
+    TERN_OPENCL_GEMM_AUTO = 0,
+    TERN_OPENCL_GEMM_TILED = 1,
+    TERN_OPENCL_GEMM_CLBLAST = 2,
+} tern_opencl_gemm;
+
+/* Prefill products on tensor cores (matmul_mma.cl). AUTO: on NVIDIA GPUs of compute capability
+ * 8.0 and later; ON: wherever the kernels build and pass their self-test (NVIDIA's mma.sync on any
+ * NVIDIA GPU, a portable emulation elsewhere: for tests). */
+typedef enum tern_opencl_mma {
+    TERN_OPENCL_MMA_AUTO = 0,
+    TERN_OPENCL_MMA_OFF = 1,
+    TERN_OPENCL_MMA_ON = 2,
+} tern_opencl_mma;
+
+/* The default of the decode products over quantized weights (the DOT8 tunable): AUTO is the
+ * device's (int8 with dp4a on NVIDIA GPUs, f32 elsewhere). Unlike -DDOT8= in build_options, a
+ * default that does not build falls back to f32 products. */
+typedef enum tern_opencl_products {
+    TERN_OPENCL_PRODUCTS_AUTO = 0,
+    TERN_OPENCL_PRODUCTS_F32 = 1,
+    TERN_OPENCL_PRODUCTS_INT8 = 2, /* activations rounded to 8 bits, portable integer sums */
+    TERN_OPENCL_PRODUCTS_DP4A = 3, /* the same with NVIDIA's dp4a */
+} tern_opencl_products;
+
+/* The OpenCL backend's settings (docs/opencl.md); zero for each is the default. */
+typedef struct tern_opencl_params {
+    const char *library;       /* the OpenCL loader to open; NULL: libOpenCL.so.1 */
+    bool any_device;           /* backend AUTO may pick a CPU-type device (PoCL) too, not only GPUs */
+    const char *build_options; /* added to the program's build; -DNAME=value sets a tunable */
+    /* Where compiled programs are kept (created if missing), so that the next context on the same
+     * device and driver loads them instead of compiling for seconds; NULL: no cache. */
+    const char *cache_dir;
+    tern_opencl_gemm gemm;
+    int64_t gemm_min_m; /* the smallest batch taking the prefill path (>= 2); 0: 129 with dp4a
+                         * products, else 8 */
+    tern_opencl_mma mma;
+    tern_opencl_products default_products;
+    uint64_t split_bytes; /* weights are split into parts of at most this; 0: the device's
+                           * allocation limit (tests of split weights) */
+    int64_t fail_after;   /* tests: the fail_after-th kernel launch fails (0: never) */
+    bool profile;         /* device time per kernel, logged (INFO) when the context is freed */
+} tern_opencl_params;
+
+/* Strings (isa, opencl's) are read during tern_context_create only; abort_flag and log_user must
+ * stay valid while the context lives. */
 typedef struct tern_context_params {
+    size_t struct_size;   /* sizeof(tern_context_params): set by tern_context_default_params */
     int64_t n_ctx;        /* 0: 4096, or the trained length if smaller */
     int64_t n_batch;      /* prompt tokens per forward pass; 0: 512 */
     int n_threads;        /* 0: auto = the performance cores */
     tern_backend_kind backend;
     int device;           /* OpenCL device index (-1: automatic) */
-    const char *isa;      /* CPU kernel path ("ref", "avx2", ...); NULL: automatic (TERN_ISA) */
+    const char *isa;      /* CPU kernel path ("ref", "avx2", ...); NULL or "auto": automatic */
     bool force;           /* allow n_ctx above the trained length and a plan over MemAvailable */
     bool logits_all;      /* keep the logits of every position of a batch (perplexity) */
     bool check_numerics;  /* check every layer's output for inf/NaN (slow) */
     const volatile int *abort_flag; /* when non-zero, evaluation stops between batches */
+    /* The CPU backend copies each weight matrix of 1 MiB or more out of the mapped file into
+     * 2 MiB-aligned anonymous memory (transparent huge pages): twice the memory, faster decode
+     * where the file's pages are small (docs/threads.md). */
+    bool cpu_copy_weights;
+    tern_opencl_params opencl;
+    tern_log_fn log_fn; /* NULL: the library says nothing */
+    void *log_user;     /* passed to log_fn */
 } tern_context_params;
 
 tern_context_params tern_context_default_params(void);
@@ -187,6 +294,7 @@ tern_status tern_context_create(tern_model *model, const tern_context_params *pa
 void tern_context_free(tern_context *ctx);
 
 typedef struct tern_context_info {
+    size_t struct_size;       /* set by the library: the bytes it filled */
     char backend[160];        /* "cpu (avx2, 2 threads)", "opencl (NVIDIA H200), int8 dp4a decode products" */
     char backend_reason[256]; /* why this backend was chosen */
     int n_threads;
@@ -216,6 +324,7 @@ tern_status tern_context_truncate(tern_context *ctx, int64_t n_keep, tern_error 
 /* Sampling                                                                                     */
 
 typedef struct tern_sampler_params {
+    size_t struct_size;    /* sizeof(tern_sampler_params): set by tern_sampler_default_params */
     float temperature;     /* <= 0: greedy */
     int32_t top_k;         /* keep the k most likely tokens; 0 = off */
     float top_p;           /* keep the smallest prefix whose probability reaches top_p; 1 = off */
@@ -253,6 +362,7 @@ typedef enum tern_stop_reason {
 const char *tern_stop_reason_name(tern_stop_reason reason); /* "end of turn", "stop string", ... */
 
 typedef struct tern_generate_params {
+    size_t struct_size;      /* sizeof(tern_generate_params): set by tern_generate_default_params */
     int64_t max_tokens;      /* < 0: until a stop (default) */
     /* Stop strings (UTF-8): the text ends just before the first of them and nothing of it reaches
      * on_text (text that could still become one is held back until it cannot). One that is the

@@ -91,11 +91,10 @@ typedef struct tern_cpu_kernels {
     void (*f16_to_f32)(int64_t n, const uint16_t *restrict x, float *restrict y);
 } tern_cpu_kernels;
 
-/* Fill k with the best kernels this CPU runs. force_isa (NULL = from the TERN_ISA environment
- * variable, else automatic) names a path: "ref", "avx2", "avx512vnni", "neon", "neon-dotprod".
- * "auto" or an empty name means automatic. Returns TERN_ERR_UNSUPPORTED when a forced path is not
- * built into the library or cannot run on this CPU (the message lists the paths that can), and
- * TERN_ERR_INVALID_ARG for an unknown name. On any return k holds a usable table (at least ref). */
+/* Fill k with the best kernels this CPU runs. force_isa names a path: "ref", "avx2", "avx512vnni",
+ * "neon", "neon-dotprod"; NULL, "auto" or an empty name means automatic. Returns TERN_ERR_UNSUPPORTED when a
+ * forced path is not built into the library or cannot run on this CPU (the message lists the paths that can),
+ * and TERN_ERR_INVALID_ARG for an unknown name. On any return k holds a usable table (at least ref). */
 tern_status tern_cpu_kernels_init(tern_cpu_kernels *k, const char *force_isa, tern_error *err);
 
 /* The reference table (every entry set but the optional ones). */

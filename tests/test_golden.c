@@ -22,6 +22,7 @@
 #include "tern.h"
 #include "tests/support/json.h"
 #include "tests/support/logits.h"
+#include "tools/env_params.h"
 
 #define GOLDEN "tests/golden/"
 
@@ -82,6 +83,8 @@ static void run_case(const golden_case *gc, feed_mode mode) {
     cp.n_ctx = 128;
     cp.n_batch = mode == FEED_ONE_BATCH ? 64 : mode == FEED_BATCHES_OF_3 ? 3 : 1;
     cp.logits_all = true;
+    if (tern_env_context_params(&cp, &err) != TERN_OK) /* TERN_ISA, TERN_OPENCL_OPTIONS, ... */
+        fail_msg("%s", err.message);
     const char *backend = getenv("TERN_TEST_BACKEND"), *device = getenv("TERN_TEST_OPENCL_DEVICE");
     if (backend && !strcmp(backend, "opencl")) {
         cp.backend = TERN_BACKEND_OPENCL;

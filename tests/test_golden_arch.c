@@ -25,6 +25,7 @@
 #include "tern.h"
 #include "tests/support/json.h"
 #include "tests/support/logits.h"
+#include "tools/env_params.h"
 
 #define ARCH_DIR "tests/golden/arch/"
 #define MAX_TOKENS 128
@@ -97,6 +98,8 @@ static bool run_case(tern_model *m, const test_json *ref, const char *name, int 
     cp.n_ctx = 128;
     cp.n_batch = n_batch;
     cp.logits_all = true;
+    if (tern_env_context_params(&cp, &err) != TERN_OK) /* TERN_OPENCL_OPTIONS, ...; isa: below */
+        fail_msg("%s", err.message);
     if (tg->opencl) {
         const char *device = getenv("TERN_TEST_OPENCL_DEVICE");
         cp.backend = TERN_BACKEND_OPENCL;

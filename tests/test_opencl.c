@@ -33,11 +33,16 @@
 #include "quant/quant.h"
 #include "quant/quant_rows.h"
 #include "tern.h"
+#include "tools/env_params.h"
 
 static int g_device;
 static tern_cl *g_cl;
 static tern_cpu_kernels g_ref;
-static char g_cache[256]; /* XDG_CACHE_HOME for the whole run: a fresh directory */
+static char g_cache[256];     /* a fresh directory for the whole run */
+static char g_cache_dir[300]; /* g_cache/tern: the program cache of every handle the tests open */
+/* What every handle opens with: the TERN_OPENCL_* variables the run was started with (as the tern
+ * command reads them: tests/sh/opencl.sh sets some) and the private program cache. */
+static tern_opencl_params g_params;
 
 static uint32_t g_seed = 12345;
 static float rnd(void) { /* uniform in [-1, 1) */
@@ -55,12 +60,24 @@ static float *random_floats(size_t n, float scale) {
     return p;
 }
 
-static tern_cl *open_cl(void) {
+static tern_cl *open_with(const tern_opencl_params *p) {
     tern_error err = {0};
     tern_cl *cl = NULL;
-    if (tern_cl_create(g_device, &cl, &err) != TERN_OK)
+    if (tern_cl_create(g_device, p, NULL, &cl, &err) != TERN_OK)
         fail_msg("tern_cl_create: %s", err.message);
     return cl;
+}
+
+static tern_cl *open_cl(void) {
+    return open_with(&g_params);
+}
+
+/* g_params with `extra` after its build options (buf holds them). */
+static tern_opencl_params with_options(const char *extra, char *buf, size_t cap) {
+    tern_opencl_params p = g_params;
+    snprintf(buf, cap, "%s %s", p.build_options ? p.build_options : "", extra);
+    p.build_options = buf;
+    return p;
 }
 
 static cl_mem put(tern_cl *cl, const void *data, size_t bytes) {
@@ -622,18 +639,11 @@ static void test_kv_attention(void **state) {
     check_kv_attention(g_cl, 150, 50);
     check_kv_attention(g_cl, 190, 10);
     /* the prefill kernel with 16 queries per work-group, as on devices with 32 KB of local memory */
-    const char *opts = getenv("TERN_OPENCL_OPTIONS");
-    char *saved = opts ? strdup(opts) : NULL, with[600];
-    snprintf(with, sizeof with, "%s -DATT_TQ=16", opts ? opts : "");
-    setenv("TERN_OPENCL_OPTIONS", with, 1);
-    tern_cl *cl = open_cl();
+    char options[600];
+    const tern_opencl_params p = with_options("-DATT_TQ=16", options, sizeof options);
+    tern_cl *cl = open_with(&p);
     check_kv_attention(cl, 150, 50);
     tern_cl_free(cl);
-    if (saved)
-        setenv("TERN_OPENCL_OPTIONS", saved, 1);
-    else
-        unsetenv("TERN_OPENCL_OPTIONS");
-    free(saved);
 }
 
 /* One query (decode) over a long cache: the keys are cut into spans on several work-groups and
@@ -723,18 +733,17 @@ static void test_attention_then_product(void **state) {
 
 /* ---- weights split by the allocation limit, CLBlast ---- */
 
-/* TERN_OPENCL_SPLIT of 3 rows: 67 rows become 23 parts; every product and lookup must give
+/* A split size (opencl.split_bytes) of 3 rows: 67 rows become 23 parts; every product and lookup must give
  * what the unsplit matrix gives, bit for bit (the same kernels per row). */
 static void test_split_weights(void **state) {
     (void)state;
     weights w = make_weights(TERN_TYPE_Q6_K, 67, 512);
-    char limit[32];
-    snprintf(limit, sizeof limit, "%zu", 3 * w.row_bytes + 5);
-    setenv("TERN_OPENCL_SPLIT", limit, 1);
-    tern_cl *small = open_cl();
-    unsetenv("TERN_OPENCL_SPLIT");
+    tern_opencl_params p = g_params;
+    p.split_bytes = 3 * w.row_bytes + 5;
+    tern_cl *small = open_with(&p);
     tern_error set_err = {0}; /* the same paths as g_cl's */
-    assert_int_equal(tern_cl_set_gemm(small, TERN_CL_GEMM_AUTO, tern_cl_gemm_min_m(g_cl), &set_err), TERN_OK);
+    assert_int_equal(tern_cl_set_gemm(small, TERN_OPENCL_GEMM_AUTO, tern_cl_gemm_min_m(g_cl), &set_err),
+                     TERN_OK);
     tern_cl_matrix *whole = NULL, *split = NULL;
     tern_error err = {0};
     assert_int_equal(tern_cl_matrix_upload(g_cl, w.type, w.k, w.n, w.q, &whole, &err), TERN_OK);
@@ -785,7 +794,7 @@ static void test_clblast(void **state) {
     (void)state;
     tern_cl *cl = open_cl();
     tern_error err = {0};
-    if (tern_cl_set_gemm(cl, TERN_CL_GEMM_CLBLAST, 8, &err) != TERN_OK) {
+    if (tern_cl_set_gemm(cl, TERN_OPENCL_GEMM_CLBLAST, 8, &err) != TERN_OK) {
         print_message("SKIP (part): %s\n", err.message);
         tern_cl_free(cl);
         return;
@@ -819,15 +828,15 @@ static bool find_entry(const char *dir, char *path, size_t cap) {
 
 static void test_program_cache(void **state) {
     (void)state;
-    char dir[300], sub[320], entry[600];
-    snprintf(dir, sizeof dir, "%s/cache-test", g_cache);
-    snprintf(sub, sizeof sub, "%s/tern", dir);
-    setenv("XDG_CACHE_HOME", dir, 1);
-    tern_cl *cl = open_cl(); /* first: built, then stored */
+    char sub[320], entry[600];
+    snprintf(sub, sizeof sub, "%s/cache-test/tern", g_cache); /* made by the first store */
+    tern_opencl_params p = g_params;
+    p.cache_dir = sub;
+    tern_cl *cl = open_with(&p); /* first: built, then stored */
     assert_non_null(strstr(tern_cl_program_origin(cl), "built"));
     tern_cl_free(cl);
     assert_true(find_entry(sub, entry, sizeof entry));
-    cl = open_cl(); /* second: loaded */
+    cl = open_with(&p); /* second: loaded */
     assert_non_null(strstr(tern_cl_program_origin(cl), "from the cache"));
     tern_cl_free(cl);
 
@@ -839,70 +848,79 @@ static void test_program_cache(void **state) {
     fseek(f, size / 2, SEEK_SET);
     fwrite("garbage!", 1, 8, f);
     fclose(f);
-    cl = open_cl();
+    cl = open_with(&p);
     assert_non_null(strstr(tern_cl_program_origin(cl), "built"));
     tern_cl_free(cl);
-    cl = open_cl();
+    cl = open_with(&p);
     assert_non_null(strstr(tern_cl_program_origin(cl), "from the cache"));
     tern_cl_free(cl);
     /* a truncated entry too */
     assert_int_equal(truncate(entry, 20), 0);
-    cl = open_cl();
+    cl = open_with(&p);
     assert_non_null(strstr(tern_cl_program_origin(cl), "built"));
     tern_cl_free(cl);
 
     /* a cache that cannot be written is skipped silently */
-    setenv("XDG_CACHE_HOME", "/proc/no-such-dir", 1);
-    cl = open_cl();
+    p.cache_dir = "/proc/no-such-dir/tern";
+    cl = open_with(&p);
     assert_non_null(strstr(tern_cl_program_origin(cl), "built"));
     tern_cl_free(cl);
-    setenv("XDG_CACHE_HOME", g_cache, 1);
+    /* and without a cache directory nothing is stored */
+    p.cache_dir = NULL;
+    cl = open_with(&p);
+    assert_non_null(strstr(tern_cl_program_origin(cl), "(no cache directory)"));
+    tern_cl_free(cl);
 }
 
 /* A build error is an error with the compiler's message, never a crash. */
 static void test_build_failure(void **state) {
     (void)state;
-    setenv("TERN_OPENCL_OPTIONS", "-DTERN_BROKEN_BUILD", 1);
+    tern_opencl_params p = g_params;
+    p.build_options = "-DTERN_BROKEN_BUILD";
     tern_cl *cl = NULL;
     tern_error err = {0};
-    assert_int_equal(tern_cl_create(g_device, &cl, &err), TERN_ERR_BACKEND);
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_BACKEND);
     assert_null(cl);
     assert_non_null(strstr(err.message, "do not build"));
-    setenv("TERN_OPENCL_OPTIONS", "-DMV_WGS=48", 1); /* a bad tunable is refused before building */
-    assert_int_equal(tern_cl_create(g_device, &cl, &err), TERN_ERR_INVALID_ARG);
+    p.build_options = "-DMV_WGS=48"; /* a bad tunable is refused before building */
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "power of two"));
-    unsetenv("TERN_OPENCL_OPTIONS");
-    setenv("TERN_OPENCL_LIBRARY", "/nonexistent/libOpenCL.so.1", 1); /* no runtime at all */
+    p.build_options = "-DMV_ROWS=x";
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "opencl.build_options: -DMV_ROWS needs an integer"));
+    p = g_params;
+    p.gemm = (tern_opencl_gemm)7; /* out-of-range enums are refused, naming the field */
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "opencl.gemm"));
+    p = g_params;
+    p.default_products = (tern_opencl_products)-1;
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "opencl.default_products"));
+    p = g_params;
+    p.gemm_min_m = 1;
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
+    p = g_params;
+    p.library = "/nonexistent/libOpenCL.so.1"; /* no runtime at all */
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_BACKEND);
+    assert_non_null(strstr(err.message, "/nonexistent/libOpenCL.so.1 not found"));
     int n = -1;
     tern_cl_device_info list[4];
-    assert_int_equal(tern_cl_list_devices(list, 4, &n, &err), TERN_ERR_BACKEND);
+    assert_int_equal(tern_cl_list_devices("/nonexistent/libOpenCL.so.1", list, 4, &n, &err),
+                     TERN_ERR_BACKEND);
     assert_non_null(strstr(err.message, "no OpenCL platform"));
-    unsetenv("TERN_OPENCL_LIBRARY");
 }
 
 /* ---- the tensor-core prefill kernels (matmul_mma.cl) ---- */
 
-/* Opens the device with TERN_OPENCL_MMA=mma (NULL: unset) and extra TERN_OPENCL_OPTIONS, the
- * prefill path from 8 tokens; the caller frees it. */
-static tern_cl *open_mma(const char *mma, const char *options) {
-    const char *opts = getenv("TERN_OPENCL_OPTIONS");
-    char *saved = opts ? strdup(opts) : NULL;
-    char with[600];
-    snprintf(with, sizeof with, "%s %s", opts ? opts : "", options);
-    setenv("TERN_OPENCL_OPTIONS", with, 1);
-    if (mma)
-        setenv("TERN_OPENCL_MMA", mma, 1);
-    else
-        unsetenv("TERN_OPENCL_MMA");
-    tern_cl *cl = open_cl();
+/* Opens the device with opencl.mma and extra build options, the prefill path from 8 tokens; the
+ * caller frees it. */
+static tern_cl *open_mma(tern_opencl_mma mma, const char *options) {
+    char buf[600];
+    tern_opencl_params p = with_options(options, buf, sizeof buf);
+    p.mma = mma;
+    tern_cl *cl = open_with(&p);
     tern_error err = {0};
-    assert_int_equal(tern_cl_set_gemm(cl, TERN_CL_GEMM_AUTO, 8, &err), TERN_OK);
-    unsetenv("TERN_OPENCL_MMA");
-    if (saved)
-        setenv("TERN_OPENCL_OPTIONS", saved, 1);
-    else
-        unsetenv("TERN_OPENCL_OPTIONS");
-    free(saved);
+    assert_int_equal(tern_cl_set_gemm(cl, TERN_OPENCL_GEMM_AUTO, 8, &err), TERN_OK);
     return cl;
 }
 
@@ -918,39 +936,37 @@ static void check_product(tern_cl *cl, uint32_t type, int64_t n, int64_t k, int6
     free_weights(&w);
 }
 
-/* Off when asked (and then the tiled kernel), an error for a value that is not 0, 1 or auto;
+/* Off when asked (and then the tiled kernel), an error for a value that is not AUTO, OFF or ON;
  * on a device without tensor cores, never tried by default. */
 static void test_mma_selection(void **state) {
     (void)state;
-    tern_cl *cl = open_mma("0", "");
+    tern_cl *cl = open_mma(TERN_OPENCL_MMA_OFF, "");
     assert_false(tern_cl_mma_on(cl));
-    assert_string_equal(tern_cl_mma_state(cl), "off (TERN_OPENCL_MMA=0)");
+    assert_string_equal(tern_cl_mma_state(cl), "off (opencl.mma off)");
     assert_string_equal(tern_cl_gemm_name(cl), "tiled");
     check_product(cl, TERN_TYPE_Q4_K, 131, 512, 70);
     tern_cl_free(cl);
-    cl = open_mma(NULL, "-DMMA=0");
+    cl = open_mma(TERN_OPENCL_MMA_AUTO, "-DMMA=0");
     assert_false(tern_cl_mma_on(cl));
     assert_non_null(strstr(tern_cl_mma_state(cl), "-DMMA=0"));
     tern_cl_free(cl);
     if (tern_cl_device(g_cl)->nv_compute < 80) {
-        cl = open_mma(NULL, "");
+        cl = open_mma(TERN_OPENCL_MMA_AUTO, "");
         assert_false(tern_cl_mma_on(cl));
         if (!strstr(tern_cl_device(cl)->vendor, "NVIDIA"))
             assert_string_equal(tern_cl_mma_state(cl), "");
         tern_cl_free(cl);
     }
-    setenv("TERN_OPENCL_MMA", "yes", 1);
+    tern_opencl_params p = g_params;
+    p.mma = (tern_opencl_mma)3;
     tern_error err = {0};
-    assert_int_equal(tern_cl_create(g_device, &cl, &err), TERN_ERR_INVALID_ARG);
-    assert_non_null(strstr(err.message, "TERN_OPENCL_MMA"));
-    unsetenv("TERN_OPENCL_MMA");
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "opencl.mma"));
     /* tiles that do not split into warps' blocks are refused before building */
-    setenv("TERN_OPENCL_MMA", "1", 1);
-    setenv("TERN_OPENCL_OPTIONS", "-DMMA_WN=24", 1);
-    assert_int_equal(tern_cl_create(g_device, &cl, &err), TERN_ERR_INVALID_ARG);
+    p.mma = TERN_OPENCL_MMA_ON;
+    p.build_options = "-DMMA_WN=24";
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "MMA_WN"));
-    unsetenv("TERN_OPENCL_OPTIONS");
-    unsetenv("TERN_OPENCL_MMA");
 }
 
 /* Forced on: the kernel (mma.sync on NVIDIA, the portable emulation elsewhere) passes its
@@ -959,7 +975,7 @@ static void test_mma_selection(void **state) {
  * exact math within f16 rounding; other tile sizes too. */
 static void test_mma_products(void **state) {
     (void)state;
-    tern_cl *cl = open_mma("1", "");
+    tern_cl *cl = open_mma(TERN_OPENCL_MMA_ON, "");
     if (!tern_cl_mma_on(cl))
         fail_msg("mma forced on: %s", tern_cl_mma_state(cl));
     if (!strstr(tern_cl_mma_state(cl), "self-test passed") || strstr(tern_cl_mma_state(cl), "cached"))
@@ -972,7 +988,7 @@ static void test_mma_products(void **state) {
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         check_product(cl, types[t], 259, k_quant(types[t]) ? 768 : 544, 70);
     tern_cl_free(cl);
-    cl = open_mma("1", ""); /* the same program: the verdict from the cache */
+    cl = open_mma(TERN_OPENCL_MMA_ON, ""); /* the same program: the verdict from the cache */
     assert_true(tern_cl_mma_on(cl));
     if (!strstr(tern_cl_mma_state(cl), "self-test passed, cached"))
         fail_msg("second open: %s", tern_cl_mma_state(cl));
@@ -983,7 +999,7 @@ static void test_mma_products(void **state) {
                            "-DMMA_TN=64 -DMMA_TM=128 -DMMA_WN=32 -DMMA_WM=64"};
     const size_t n_tiles = strstr(tern_cl_device(g_cl)->vendor, "NVIDIA") ? 2 : 1;
     for (size_t i = 0; i < n_tiles; i++) {
-        cl = open_mma("1", tiles[i]);
+        cl = open_mma(TERN_OPENCL_MMA_ON, tiles[i]);
         if (!tern_cl_mma_on(cl))
             fail_msg("%s: %s", tiles[i], tern_cl_mma_state(cl));
         check_product(cl, TERN_TYPE_Q4_K, 131, 512, 70);
@@ -996,17 +1012,17 @@ static void test_mma_products(void **state) {
  * rebuilt without it. */
 static void test_mma_fallbacks(void **state) {
     (void)state;
-    tern_cl *cl = open_mma("1", "-DTERN_WRONG_MMA");
+    tern_cl *cl = open_mma(TERN_OPENCL_MMA_ON, "-DTERN_WRONG_MMA");
     assert_false(tern_cl_mma_on(cl));
     if (!strstr(tern_cl_mma_state(cl), "off: the self-test failed: a Q4_K product is off"))
         fail_msg("state: %s", tern_cl_mma_state(cl));
     check_product(cl, TERN_TYPE_Q4_K, 131, 512, 70);
     tern_cl_free(cl);
-    cl = open_mma("1", "-DTERN_WRONG_MMA"); /* the failure is cached too */
+    cl = open_mma(TERN_OPENCL_MMA_ON, "-DTERN_WRONG_MMA"); /* the failure is cached too */
     assert_false(tern_cl_mma_on(cl));
     assert_non_null(strstr(tern_cl_mma_state(cl), "cached verdict"));
     tern_cl_free(cl);
-    cl = open_mma("1", "-DTERN_BROKEN_MMA");
+    cl = open_mma(TERN_OPENCL_MMA_ON, "-DTERN_BROKEN_MMA");
     assert_false(tern_cl_mma_on(cl));
     if (!strstr(tern_cl_mma_state(cl), "off: the mma kernels did not build") ||
         !strstr(tern_cl_mma_state(cl), "TERN_BROKEN_MMA"))
@@ -1019,12 +1035,17 @@ static void test_mma_fallbacks(void **state) {
 
 #define MODEL "tests/golden/tiny-q4km.gguf"
 
-static tern_context *open_context(tern_model *m, tern_backend_kind kind, tern_error *err) {
+/* A context on m with the OpenCL settings `opencl` and the log callback log_fn (may be NULL). */
+static tern_context *open_context(tern_model *m, tern_backend_kind kind, const tern_opencl_params *opencl,
+                                  tern_log_fn log_fn, void *log_user, tern_error *err) {
     tern_context_params cp = tern_context_default_params();
     cp.n_ctx = 64;
     cp.n_batch = 8;
     cp.backend = kind;
     cp.device = kind == TERN_BACKEND_OPENCL ? g_device : -1;
+    cp.opencl = *opencl;
+    cp.log_fn = log_fn;
+    cp.log_user = log_user;
     tern_context *c = NULL;
     tern_context_create(m, &cp, &c, err);
     return c;
@@ -1032,28 +1053,21 @@ static tern_context *open_context(tern_model *m, tern_backend_kind kind, tern_er
 
 /* The device that does not build: auto runs on the CPU and says why; forced is an error. */
 /* Default int8 products that do not build: the program is rebuilt with f32 products and the
- * origin says why; int8 products asked for in TERN_OPENCL_OPTIONS that do not build are an error. */
+ * origin says why; int8 products asked for in the build options that do not build are an error. */
 static void test_dot8_fallback(void **state) {
     (void)state;
-    const char *opts = getenv("TERN_OPENCL_OPTIONS");
-    char *saved = opts ? strdup(opts) : NULL;
-    setenv("TERN_OPENCL_DEFAULT_DOT8", "1", 1);
-    setenv("TERN_OPENCL_OPTIONS", "-DTERN_BROKEN_DOT8", 1);
-    tern_cl *cl = open_cl();
+    tern_opencl_params p = g_params;
+    p.default_products = TERN_OPENCL_PRODUCTS_INT8;
+    p.build_options = "-DTERN_BROKEN_DOT8";
+    tern_cl *cl = open_with(&p);
     assert_string_equal(tern_cl_products_name(cl), "f32");
     if (!strstr(tern_cl_program_origin(cl), "the int8 ones did not build"))
         fail_msg("origin: %s", tern_cl_program_origin(cl));
     tern_cl_free(cl);
-    setenv("TERN_OPENCL_OPTIONS", "-DTERN_BROKEN_DOT8 -DDOT8=1", 1);
+    p.build_options = "-DTERN_BROKEN_DOT8 -DDOT8=1";
     tern_error err = {0};
-    assert_int_equal(tern_cl_create(g_device, &cl, &err), TERN_ERR_BACKEND);
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_BACKEND);
     assert_non_null(strstr(err.message, "TERN_BROKEN_DOT8"));
-    unsetenv("TERN_OPENCL_DEFAULT_DOT8");
-    if (saved)
-        setenv("TERN_OPENCL_OPTIONS", saved, 1);
-    else
-        unsetenv("TERN_OPENCL_OPTIONS");
-    free(saved);
 }
 
 static void test_context_build_failure(void **state) {
@@ -1061,9 +1075,10 @@ static void test_context_build_failure(void **state) {
     tern_error err = {0};
     tern_model *m = NULL;
     assert_int_equal(tern_model_load(MODEL, &m, &err), TERN_OK);
-    setenv("TERN_OPENCL_ANY_DEVICE", "1", 1); /* PoCL is a CPU-type device */
-    setenv("TERN_OPENCL_OPTIONS", "-DTERN_BROKEN_BUILD", 1);
-    tern_context *c = open_context(m, TERN_BACKEND_AUTO, &err);
+    tern_opencl_params p = g_params;
+    p.any_device = true; /* PoCL is a CPU-type device */
+    p.build_options = "-DTERN_BROKEN_BUILD";
+    tern_context *c = open_context(m, TERN_BACKEND_AUTO, &p, NULL, NULL, &err);
     assert_non_null(c);
     tern_context_info info;
     tern_context_get_info(c, &info);
@@ -1071,55 +1086,137 @@ static void test_context_build_failure(void **state) {
     assert_true(!strncmp(info.backend, "cpu", 3));
     assert_non_null(strstr(info.backend_reason, "do not build"));
     tern_context_free(c);
-    assert_null(open_context(m, TERN_BACKEND_OPENCL, &err));
+    assert_null(open_context(m, TERN_BACKEND_OPENCL, &p, NULL, NULL, &err));
     assert_int_equal(err.status, TERN_ERR_BACKEND);
+    assert_non_null(strstr(err.message, "backend opencl: "));
     assert_non_null(strstr(err.message, "do not build"));
-    unsetenv("TERN_OPENCL_OPTIONS");
-    unsetenv("TERN_OPENCL_ANY_DEVICE");
     tern_model_free(m);
 }
 
+/* What a log callback received: the number of calls, the last level and text. */
+typedef struct log_record {
+    int calls, level;
+    char text[8192];
+} log_record;
+
+static void record_log(void *user, int level, const char *msg) {
+    log_record *r = user;
+    r->calls++;
+    r->level = level;
+    snprintf(r->text, sizeof r->text, "%s", msg);
+}
+
+/* Runs the two evals of test_context_runtime_failure on c (the second fails inside and moves to
+ * the CPU) with stderr going to a file; returns the bytes written there. */
+static long evals_with_stderr_captured(tern_context *c, const int32_t *tokens, tern_status st[2]) {
+    fflush(stderr);
+    FILE *captured = tmpfile();
+    const int saved = dup(2);
+    assert_non_null(captured);
+    assert_true(saved >= 0 && dup2(fileno(captured), 2) >= 0);
+    tern_error err = {0};
+    st[0] = tern_eval(c, tokens, 5, &err);
+    st[1] = tern_eval(c, tokens + 5, 4, &err);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fseek(captured, 0, SEEK_END);
+    const long said = ftell(captured);
+    fclose(captured);
+    return said;
+}
+
 /* A failure while running (injected at the 100th launch, in the second eval): auto moves to the
- * CPU, rebuilds the KV cache from the tokens it holds, and ends with the CPU's logits; forced
- * reports the error. */
+ * CPU, rebuilds the KV cache from the tokens it holds, and ends with the CPU's logits, saying so
+ * through the log callback only (nothing on stderr without one); forced reports the error. */
 static void test_context_runtime_failure(void **state) {
     (void)state;
     tern_error err = {0};
     tern_model *m = NULL;
     assert_int_equal(tern_model_load(MODEL, &m, &err), TERN_OK);
     const int32_t tokens[] = {1, 9038, 2501, 263, 931, 29892, 727, 471, 263};
-    tern_context *cpu = open_context(m, TERN_BACKEND_CPU, &err);
+    tern_context *cpu = open_context(m, TERN_BACKEND_CPU, &g_params, NULL, NULL, &err);
     assert_non_null(cpu);
     assert_int_equal(tern_eval(cpu, tokens, 9, &err), TERN_OK);
 
-    setenv("TERN_OPENCL_ANY_DEVICE", "1", 1);
-    setenv("TERN_OPENCL_FAIL_AFTER", "100", 1);
-    tern_context *c = open_context(m, TERN_BACKEND_AUTO, &err);
+    tern_opencl_params p = g_params;
+    p.any_device = true;
+    p.fail_after = 100;
+    tern_context *c = open_context(m, TERN_BACKEND_AUTO, &p, NULL, NULL, &err);
     assert_non_null(c);
     tern_context_info info;
     tern_context_get_info(c, &info);
     assert_true(!strncmp(info.backend, "opencl", 6));
-    assert_int_equal(tern_eval(c, tokens, 5, &err), TERN_OK);
-    assert_int_equal(tern_eval(c, tokens + 5, 4, &err), TERN_OK); /* fails inside, then goes on */
+    tern_status st[2];
+    const long said = evals_with_stderr_captured(c, tokens, st);
+    assert_int_equal(st[0], TERN_OK);
+    assert_int_equal(st[1], TERN_OK); /* failed inside, then went on */
+    assert_int_equal(said, 0);        /* no callback: silent */
     tern_context_get_info(c, &info);
     print_message("  after the injected failure: %s — %s\n", info.backend, info.backend_reason);
     assert_true(!strncmp(info.backend, "cpu", 3));
-    assert_non_null(strstr(info.backend_reason, "TERN_OPENCL_FAIL_AFTER"));
+    assert_non_null(strstr(info.backend_reason, "opencl.fail_after"));
     const float *a = tern_get_logits(c), *b = tern_get_logits(cpu);
     for (int64_t i = 0; i < tern_model_n_vocab(m); i++)
         assert_true(fabsf(a[i] - b[i]) <= 1e-4f);
     tern_context_free(c);
 
-    c = open_context(m, TERN_BACKEND_OPENCL, &err);
+    /* with a callback: the notice, once, as a warning */
+    log_record rec = {0};
+    c = open_context(m, TERN_BACKEND_AUTO, &p, record_log, &rec, &err);
+    assert_non_null(c);
+    assert_int_equal(tern_eval(c, tokens, 5, &err), TERN_OK);
+    assert_int_equal(rec.calls, 0);
+    assert_int_equal(tern_eval(c, tokens + 5, 4, &err), TERN_OK);
+    assert_int_equal(rec.calls, 1);
+    assert_int_equal(rec.level, TERN_LOG_WARN);
+    if (!strstr(rec.text, "the OpenCL backend failed (") || !strstr(rec.text, "continuing on the CPU") ||
+        strchr(rec.text, '\n'))
+        fail_msg("the notice: %s", rec.text);
+    tern_context_free(c);
+
+    c = open_context(m, TERN_BACKEND_OPENCL, &p, NULL, NULL, &err);
     assert_non_null(c);
     assert_int_equal(tern_eval(c, tokens, 5, &err), TERN_OK);
     assert_int_equal(tern_eval(c, tokens + 5, 4, &err), TERN_ERR_BACKEND);
-    assert_non_null(strstr(err.message, "TERN_OPENCL_FAIL_AFTER"));
+    assert_non_null(strstr(err.message, "opencl.fail_after"));
     tern_context_free(c);
-    unsetenv("TERN_OPENCL_FAIL_AFTER");
-    unsetenv("TERN_OPENCL_ANY_DEVICE");
     tern_context_free(cpu);
     tern_model_free(m);
+}
+
+/* opencl.profile: the table goes to the handle's log callback as one block when it is freed; with
+ * no callback nothing is said. */
+static void test_profile_log(void **state) {
+    (void)state;
+    tern_opencl_params p = g_params;
+    p.profile = true;
+    log_record rec = {0};
+    const tern_logger log = {record_log, &rec};
+    float x[64], y[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = y[i] = (float)i;
+    for (int quiet = 0; quiet < 2; quiet++) {
+        tern_cl *cl = NULL;
+        tern_error err = {0};
+        assert_int_equal(tern_cl_create(g_device, &p, quiet ? NULL : &log, &cl, &err), TERN_OK);
+        cl_mem xd = put(cl, x, sizeof x), yd = put(cl, y, sizeof y);
+        tern_cl_add(cl, xd, 64, 1.0f, yd);
+        get(cl, yd, y, sizeof y);
+        double ns = 0;
+        long launches = 0;
+        assert_true(tern_cl_profile_totals(cl, &ns, &launches));
+        assert_true(launches >= 1);
+        tern_cl_release(cl, xd, 0);
+        tern_cl_release(cl, yd, 0);
+        tern_cl_free(cl);
+    }
+    assert_int_equal(rec.calls, 1);
+    assert_int_equal(rec.level, TERN_LOG_INFO);
+    if (strncmp(rec.text, "OpenCL profile on ", 18) || !strstr(rec.text, "\n  kernel ") ||
+        !strstr(rec.text, "\n  add ") || !strstr(rec.text, "\n  wall ") ||
+        rec.text[strlen(rec.text) - 1] == '\n')
+        fail_msg("the profile: %s", rec.text);
 }
 
 /* ---- the backend's own parts: rope tables (frequency factors, several parameter sets, positions
@@ -1211,8 +1308,8 @@ static void test_backend_rope(void **state) {
     (void)state;
     tern_error err = {0};
     tern_backend *bes[2] = {NULL, NULL};
-    assert_int_equal(tern_backend_opencl_create(g_device, false, &bes[0], &err), TERN_OK);
-    assert_int_equal(tern_backend_cpu_create(1, NULL, "ref", &bes[1], &err), TERN_OK);
+    assert_int_equal(tern_backend_opencl_create(g_device, false, &g_params, NULL, &bes[0], &err), TERN_OK);
+    assert_int_equal(tern_backend_cpu_create(1, NULL, "ref", false, &bes[1], &err), TERN_OK);
     const int64_t n_tok = 3, n_head = 3, head_dim = 32, n_rot = 24;
     float factors[12];
     for (int i = 0; i < 12; i++)
@@ -1267,7 +1364,11 @@ int main(void) {
     tern_cl_device_info list[TERN_CL_MAX_DEVICES];
     int n = 0;
     tern_error err = {0};
-    if (tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, &err) != TERN_OK &&
+    if (tern_env_opencl_params(&g_params, &err) != TERN_OK) {
+        printf("FAIL: %s\n", err.message);
+        return 1;
+    }
+    if (tern_cl_list_devices(g_params.library, list, TERN_CL_MAX_DEVICES, &n, &err) != TERN_OK &&
         strstr(err.message, "no OpenCL platform")) {
         printf("!!!!!!!! SKIP: %s; test_opencl tested nothing !!!!!!!!\n", err.message);
         return 0;
@@ -1282,11 +1383,12 @@ int main(void) {
     snprintf(g_cache, sizeof g_cache, "/tmp/tern-test-opencl-XXXXXX");
     if (!mkdtemp(g_cache))
         return 1;
-    setenv("XDG_CACHE_HOME", g_cache, 1);
+    snprintf(g_cache_dir, sizeof g_cache_dir, "%s/tern", g_cache);
+    g_params.cache_dir = g_cache_dir;
     tern_cpu_kernels_ref(&g_ref);
     g_cl = open_cl();
     /* the batches of 9 and more take the prefill kernels whatever the device's default */
-    assert_int_equal(tern_cl_set_gemm(g_cl, TERN_CL_GEMM_AUTO, 8, &err), TERN_OK);
+    assert_int_equal(tern_cl_set_gemm(g_cl, TERN_OPENCL_GEMM_AUTO, 8, &err), TERN_OK);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_every_type),
         cmocka_unit_test(test_matmul_small_shapes),
@@ -1310,22 +1412,22 @@ int main(void) {
         cmocka_unit_test(test_mma_fallbacks),
         cmocka_unit_test(test_context_build_failure),
         cmocka_unit_test(test_context_runtime_failure),
+        cmocka_unit_test(test_profile_log),
         cmocka_unit_test(test_backend_rope),
         cmocka_unit_test(test_rope_kv),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     /* The products again with the decode products the device does not use by default (int8 on
-     * PoCL, f32 where the default is int8), unless TERN_OPENCL_OPTIONS picks them already. */
-    const char *opts = getenv("TERN_OPENCL_OPTIONS");
+     * PoCL, f32 where the default is int8), unless the run's build options pick them already. */
+    const char *opts = g_params.build_options;
     if (!opts || !strstr(opts, "-DDOT8=")) {
         const bool was_f32 = strcmp(tern_cl_products_name(g_cl), "f32") == 0;
         char other[600];
         snprintf(other, sizeof other, "%s -DDOT8=%d", opts ? opts : "", was_f32 ? 1 : 0);
-        char *saved = opts ? strdup(opts) : NULL;
-        setenv("TERN_OPENCL_OPTIONS", other, 1);
+        g_params.build_options = other; /* for the handles the tests open too */
         tern_cl_free(g_cl);
         g_cl = open_cl();
-        assert_int_equal(tern_cl_set_gemm(g_cl, TERN_CL_GEMM_AUTO, 8, &err), TERN_OK);
+        assert_int_equal(tern_cl_set_gemm(g_cl, TERN_OPENCL_GEMM_AUTO, 8, &err), TERN_OK);
         printf("decode products: %s (the default was %s)\n", tern_cl_products_name(g_cl),
                was_f32 ? "f32" : "int8");
         const struct CMUnitTest products[] = {
@@ -1335,11 +1437,7 @@ int main(void) {
             cmocka_unit_test(test_attention_then_product),
         };
         failed += cmocka_run_group_tests(products, NULL, NULL);
-        if (saved)
-            setenv("TERN_OPENCL_OPTIONS", saved, 1);
-        else
-            unsetenv("TERN_OPENCL_OPTIONS");
-        free(saved);
+        g_params.build_options = opts; /* other ends here */
     }
     tern_cl_free(g_cl);
     char cmd[400];

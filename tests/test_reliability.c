@@ -58,6 +58,94 @@ static void expect_error(tern_status got, const tern_error *e, tern_status want,
     assert_null(strchr(e->message, '\n')); /* one line */
 }
 
+/* ---- the library's TERN_ASSERTs guard internal invariants only (docs/reliability.md, "Internal
+ * invariants"): each public entry that leads towards one refuses first, with a status, the values
+ * that would reach it. */
+
+/* quant/'s row converters need whole blocks (22 asserts): a tensor whose rows are not a whole
+ * number of its type's blocks is refused by the shape check of files read (TERN_ERR_FORMAT:
+ * test_bad_files' case 14, test_gguf_bad) and written (here, for every block type: tern quantize
+ * and mkmodel write through it). */
+static void test_partial_blocks_refused_at_load(void **state) {
+    (void)state;
+    const uint32_t types[] = {TERN_TYPE_Q4_0, TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_Q5_1, TERN_TYPE_Q8_0,
+                              TERN_TYPE_Q2_K, TERN_TYPE_Q3_K, TERN_TYPE_Q4_K, TERN_TYPE_Q5_K, TERN_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        int64_t block = 0, bytes = 0;
+        assert_true(tern_type_block(types[i], &block, &bytes));
+        tern_gguf_writer *w = NULL;
+        tern_error e = {0};
+        assert_int_equal(tern_gguf_writer_create(&w, &e), TERN_OK);
+        const int64_t ne[2] = {block + 16, 2}; /* one block and a part */
+        expect_error(tern_gguf_writer_add_tensor(w, "blk.0.attn_q.weight", types[i], 2, ne, &e), &e,
+                     TERN_ERR_INVALID_ARG, "not a multiple");
+        tern_gguf_writer_free(w);
+    }
+}
+
+/* The tokenizer's word splitting and merge heap (2 asserts): every byte value, invalid UTF-8, runs
+ * far longer than a word and a cut character, through every pre-tokenizer of the test vocabularies,
+ * and through tern_tokenize on the model. */
+static void test_tokenizer_adversarial_text(void **state) {
+    (void)state;
+    const size_t len = 40000;
+    char *text = malloc(len);
+    assert_non_null(text);
+    size_t at = 0;
+    for (int b = 1; b < 256; b++)
+        text[at++] = (char)b;
+    const char *runs[] = {"a", " ", "1", "\n", "\xe6\x97\xa5", "\xf0\x9f\x98\x80", "a1 ,", "'s", "\x80"};
+    for (size_t r = 0; at + 16 < len; r = (r + 1) % (sizeof runs / sizeof runs[0]))
+        for (int k = 0; k < 700 && at + strlen(runs[r]) + 8 < len; k++) {
+            memcpy(text + at, runs[r], strlen(runs[r]));
+            at += strlen(runs[r]);
+        }
+    memcpy(text + at, "\xe6\x97", 2); /* a character cut at the end */
+    at += 2;
+    const char *vocabs[] = {"falcon", "gpt-2", "llama-spm", "phi-3"}; /* deepseek-llm's is refused */
+    int32_t *tokens = malloc(sizeof *tokens * (at + 2));
+    assert_non_null(tokens);
+    for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+        char path[128];
+        snprintf(path, sizeof path, "tests/golden/vocab/ggml-vocab-%s.gguf", vocabs[v]);
+        tern_gguf *g = NULL;
+        tern_tokenizer *t = NULL;
+        tern_error e = {0};
+        assert_int_equal(tern_gguf_open(path, &g, &e), TERN_OK);
+        assert_int_equal(tern_tokenizer_load(g, &t, &e), TERN_OK);
+        for (int special = 0; special < 2; special++) {
+            size_t n = 0;
+            const tern_status st = tern_tokenizer_encode(t, text, at, true, special, tokens, at + 2, &n, &e);
+            if (st != TERN_OK && st != TERN_ERR_UNSUPPORTED) /* a byte without a token may be refused */
+                fail_msg("%s: %s", vocabs[v], e.message);
+        }
+        tern_tokenizer_free(t);
+        tern_gguf_free(g);
+    }
+    size_t n = 0;
+    tern_error e = {0};
+    assert_int_equal(tern_tokenize(tiny, text, at, true, false, tokens, at + 2, &n, &e), TERN_OK);
+    free(tokens);
+    free(text);
+}
+
+/* The thread pool's task count (1 assert) follows the context's thread count, which is refused
+ * above the pool's limit before a pool exists. */
+static void test_thread_count_refused(void **state) {
+    (void)state;
+    tern_context_params p = tern_context_default_params();
+    p.n_ctx = 16;
+    p.backend = TERN_BACKEND_CPU;
+    const int counts[] = {1025, 1 << 30};
+    for (size_t i = 0; i < 2; i++) {
+        p.n_threads = counts[i];
+        tern_context *c = NULL;
+        tern_error e = {0};
+        expect_error(tern_context_create(tiny, &p, &c, &e), &e, TERN_ERR_INVALID_ARG, "1..1024");
+        assert_null(c);
+    }
+}
+
 /* A context of n_ctx on m (CPU, one thread: the tests run beside others). */
 static tern_status make_context(tern_model *m, int64_t n_ctx, bool check, tern_context **c, tern_error *e) {
     tern_context_params p = tern_context_default_params();
@@ -567,6 +655,9 @@ int main(void) {
         cmocka_unit_test(test_eval_past_the_end),
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_null_everywhere),
+        cmocka_unit_test(test_partial_blocks_refused_at_load),
+        cmocka_unit_test(test_tokenizer_adversarial_text),
+        cmocka_unit_test(test_thread_count_refused),
         cmocka_unit_test(test_address_space_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -182,14 +182,20 @@ static void test_healthy_phone_memory(void **state) {
     assert_int_equal(zram.devices[0].orig_data_bytes, 4096);
 }
 
-static void test_sysroot_from_env(void **state) {
+/* NULL and "" are the real machine, whatever TERN_SYSROOT says: the library reads no environment
+ * (the tools map TERN_SYSROOT onto the sysroot they pass). */
+static void test_null_sysroot_is_the_machine(void **state) {
     (void)state;
     assert_int_equal(setenv("TERN_SYSROOT", SYSROOT "phone-1-3-4", 1), 0);
-    load_cpus(NULL);
-    assert_int_equal(topo.n_performance, 1);
-    assert_int_equal(setenv("TERN_SYSROOT", SYSROOT "server-8", 1), 0);
-    load_cpus(NULL);
-    assert_int_equal(topo.n_performance, 8);
+    tern_meminfo real, null_root, empty_root;
+    assert_int_equal(tern_sysinfo_memory("/", &real, NULL), TERN_OK);
+    assert_int_equal(tern_sysinfo_memory(NULL, &null_root, NULL), TERN_OK);
+    assert_int_equal(tern_sysinfo_memory("", &empty_root, NULL), TERN_OK);
+    assert_int_equal(null_root.total_bytes, real.total_bytes);
+    assert_int_equal(empty_root.total_bytes, real.total_bytes);
+    tern_meminfo phone;
+    assert_int_equal(tern_sysinfo_memory(SYSROOT "phone-1-3-4", &phone, NULL), TERN_OK);
+    assert_true(phone.total_bytes != real.total_bytes); /* the fake tree is another machine */
     unsetenv("TERN_SYSROOT");
 }
 
@@ -420,7 +426,7 @@ int main(void) {
         cmocka_unit_test(test_server_8),
         cmocka_unit_test(test_phone_throttled),
         cmocka_unit_test(test_healthy_phone_memory),
-        cmocka_unit_test(test_sysroot_from_env),
+        cmocka_unit_test(test_null_sysroot_is_the_machine),
         cmocka_unit_test_setup_teardown(test_nothing_readable, make_tmp, remove_tmp),
         cmocka_unit_test_setup_teardown(test_offline_and_malformed, make_tmp, remove_tmp),
         cmocka_unit_test(test_long_sysroot),

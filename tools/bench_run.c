@@ -14,6 +14,7 @@
 #include "gguf/error.h"
 #include "tools/bench.h"
 #include "tools/cli.h"
+#include "tools/env_params.h"
 #include "kernels/timing.h"
 
 /* Plain English, so a long prompt made of it tokenizes like a real one (word pieces, not bytes). */
@@ -44,7 +45,7 @@ tern_status tern_bench_model_read(const char *path, tern_bench_model *out, tern_
     tern_model *m = NULL;
     memset(out, 0, sizeof *out);
     out->path = path;
-    const tern_status st = tern_model_load(path, &m, err);
+    const tern_status st = tern_env_model_load(path, &m, err);
     if (st != TERN_OK)
         return st;
     tern_model_info mi;
@@ -173,7 +174,10 @@ const tern_bench_device_bw *tern_bench_device_bandwidth(tern_bench_env *env, con
     tern_cl_device_info list[TERN_CL_MAX_DEVICES];
     int n = 0, index = -1;
     tern_error err = {0};
-    tern_status st = tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, &err);
+    tern_opencl_params cl_params = {0};
+    tern_status st = tern_env_opencl_params(&cl_params, &err);
+    if (st == TERN_OK)
+        st = tern_cl_list_devices(cl_params.library, list, TERN_CL_MAX_DEVICES, &n, &err);
     for (int i = 0; st == TERN_OK && i < n && i < TERN_CL_MAX_DEVICES && index < 0; i++)
         if (list[i].available && !strcmp(list[i].name, name))
             index = list[i].index;
@@ -181,7 +185,7 @@ const tern_bench_device_bw *tern_bench_device_bandwidth(tern_bench_env *env, con
         st = tern_error_set(&err, TERN_ERR_BACKEND, "no usable OpenCL device is called '%s'", name);
     tern_cl *cl = NULL;
     if (st == TERN_OK)
-        st = tern_cl_create(index, &cl, &err);
+        st = tern_cl_create(index, &cl_params, &(tern_logger){tern_cli_log, NULL}, &cl, &err);
     if (st == TERN_OK)
         st = tern_cl_read_bandwidth(cl, 0, 0, 5, &d->bw, &err);
     tern_cl_free(cl);
@@ -358,9 +362,12 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
     cp.backend = cfg->backend;
     cp.n_ctx = cfg->n_ctx;
     cp.force = cfg->force;
-    st = tern_model_load(cfg->model, &m, err);
+    cp.log_fn = tern_cli_log;
+    st = tern_env_context_params(&cp, err);
     if (st == TERN_OK)
-        st = tern_context_create(m, &cp, &ctx, err);
+        st = tern_env_model_load(cfg->model, &m, err);
+    if (st == TERN_OK && (st = tern_context_create(m, &cp, &ctx, err)) != TERN_OK)
+        tern_cli_hint(err, &cp, m);
     r->load_ms = tern_now_ms() - t0;
     r->t_loaded = tel_now(env);
     set_phase(env, TERN_BENCH_PREFILL);

@@ -3,10 +3,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "tools/env_params.h"
 
 bool tern_cli_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
     char *end = NULL;
@@ -57,6 +60,57 @@ int tern_cli_fail(const char *cmd, const tern_error *err) {
     return TERN_EXIT_FAIL;
 }
 
+void tern_cli_log(void *user, int level, const char *msg) {
+    (void)user;
+    (void)level; /* the library says only what a run should show: every level is printed */
+    fprintf(stderr, "tern: %s\n", msg);
+}
+
+/* Appends "; <text>" to the message, as far as it fits. */
+static void __attribute__((format(printf, 2, 3))) add_hint(tern_error *err, const char *fmt, ...) {
+    const size_t used = strlen(err->message);
+    if (used + 3 >= sizeof err->message)
+        return;
+    memcpy(err->message + used, "; ", 3);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message + used + 2, sizeof err->message - used - 2, fmt, ap);
+    va_end(ap);
+}
+
+void tern_cli_hint(tern_error *err, const tern_context_params *p, const tern_model *m) {
+    if (!err || !p)
+        return;
+    tern_model_info mi;
+    tern_model_get_info(m, &mi);
+    switch (err->status) {
+    case TERN_ERR_INVALID_ARG: /* the one refusal of a context these parameters can meet */
+        if (m && p->n_ctx > mi.n_ctx_train && !p->force)
+            add_hint(err, "use --ctx %lld, or --force", (long long)mi.n_ctx_train);
+        break;
+    case TERN_ERR_NOMEM: { /* the plan's refusal, not a failed allocation (ulimit -v, a cgroup) */
+        tern_memory_plan plan;
+        tern_model_plan_memory(m, p->n_ctx, p->n_batch, &plan);
+        if (m && !p->force && !plan.fits)
+            add_hint(err, "--ctx sets n_ctx, --force skips the check");
+        break;
+    }
+    case TERN_ERR_CONTEXT_FULL:
+        add_hint(err, "raise --ctx");
+        break;
+    case TERN_ERR_NUMERICS:
+        if (!p->check_numerics)
+            add_hint(err, "--check-numerics sets it");
+        break;
+    case TERN_ERR_BACKEND:
+        if (p->backend == TERN_BACKEND_OPENCL)
+            add_hint(err, "--backend auto falls back to the CPU");
+        break;
+    default:
+        break;
+    }
+}
+
 void tern_progress_start(tern_progress *p, const char *label, uint64_t total) {
     p->label = label;
     p->total = total ? total : 1;
@@ -90,6 +144,7 @@ void tern_progress_end(tern_progress *p) {
 void tern_run_options_init(tern_run_options *o) {
     memset(o, 0, sizeof *o);
     o->ctx = tern_context_default_params();
+    o->ctx.log_fn = tern_cli_log;
     o->sampler = tern_sampler_default_params();
 }
 
@@ -311,9 +366,12 @@ int tern_run_setup(const char *cmd, const tern_run_options *o, tern_model **mode
         fprintf(stderr, "tern %s: no model given (-m FILE)\n", cmd);
         return TERN_EXIT_USAGE;
     }
-    if (tern_model_load(o->model, model, &err) != TERN_OK)
+    tern_context_params cp = o->ctx;
+    if (tern_env_context_params(&cp, &err) != TERN_OK ||
+        tern_env_model_load(o->model, model, &err) != TERN_OK)
         return tern_cli_fail(cmd, &err);
-    if (tern_context_create(*model, &o->ctx, ctx, &err) != TERN_OK) {
+    if (tern_context_create(*model, &cp, ctx, &err) != TERN_OK) {
+        tern_cli_hint(&err, &cp, *model);
         tern_model_free(*model);
         *model = NULL;
         return tern_cli_fail(cmd, &err);
@@ -338,7 +396,8 @@ int tern_run_setup(const char *cmd, const tern_run_options *o, tern_model **mode
                 tern_cli_bytes(ci.weight_bytes + ci.kv_bytes + ci.scratch_bytes, b1, sizeof b1),
                 tern_cli_bytes(ci.mem_available, b3, sizeof b3));
     if (mi.warning && mi.warning[0])
-        fprintf(stderr, "warning  %s\n", mi.warning);
+        fprintf(stderr, "warning  %s%s%s%s\n", mi.warning, mi.weights_are_float ? " (tern quantize " : "",
+                mi.weights_are_float ? o->model : "", mi.weights_are_float ? " OUT.gguf Q4_K_M)" : "");
     return TERN_EXIT_OK;
 }
 

@@ -52,6 +52,12 @@ void tern_cli_json_string(FILE *f, const char *s, size_t len);
 void tern_cli_json_tokens(FILE *f, const int32_t *t, size_t n);
 /* Print "tern <cmd>: <message>" on stderr and return TERN_EXIT_FAIL. */
 int tern_cli_fail(const char *cmd, const tern_error *err);
+/* The library names parameters, not flags: this adds to a failed call's message the command
+ * line's way to what it names (--ctx, --force, --check-numerics, --backend), chosen by the status
+ * and the parameters of the run (p; m may be NULL), never by the message's text. */
+void tern_cli_hint(tern_error *err, const tern_context_params *p, const tern_model *m);
+/* The log callback of every context the command creates: "tern: <message>" on stderr. */
+void tern_cli_log(void *user, int level, const char *msg);
 
 /* A progress bar on stderr, drawn only when stderr is a terminal. */
 typedef struct tern_progress {

@@ -10,6 +10,7 @@
 #include "tools/bench.h"
 #include "tools/bench_ladder.h"
 #include "tools/cli.h"
+#include "tools/env_params.h"
 
 static const char bench_help[] =
     "usage: tern bench -m MODEL [options]\n"
@@ -258,7 +259,7 @@ int tern_cmd_bench(int argc, char **argv) {
                           .prompt = file_text ? file_text : tern_bench_default_prompt,
                           .prompt_len = prompt_len,
                           .verbose = true};
-    if (tern_telemetry_start(NULL, (int)a.interval_ms, &env.tel, &err) != TERN_OK)
+    if (tern_telemetry_start(tern_env_sysroot(), (int)a.interval_ms, &env.tel, &err) != TERN_OK)
         fprintf(stderr, "tern bench: no telemetry: %s\n", err.message); /* the timings still stand */
     tern_sysdesc_print(&sys, stderr);
     if (a.ladder) {

@@ -58,6 +58,7 @@ typedef struct chat {
     int64_t cap;   /* most tokens per answer (< 0: none) */
     tern_error err; /* of a callback */
     bool failed;    /* a callback ran out of memory */
+    const tern_context_params *params; /* the context's, for the hints of failures */
 } chat;
 
 /* Positions to keep free for an answer when a turn starts (and when one outgrows the context). */
@@ -301,6 +302,7 @@ static bool chat_turn(chat *c, const tern_gen_options *g, const char *text, size
     if (st == TERN_OK && c->failed)
         st = tern_error_set(&err, TERN_ERR_NOMEM, "out of memory");
     if (st != TERN_OK) {
+        tern_cli_hint(&err, c->params, c->model);
         *rc = tern_cli_fail("chat", &err);
         return false;
     }
@@ -368,7 +370,7 @@ int tern_cmd_chat(int argc, char **argv) {
     o.ctx.abort_flag = &interrupts;
     setvbuf(stdin, NULL, _IONBF, 0); /* for wait_for_input: no input hides in a stdio buffer */
     const double t0 = tern_now_ms();
-    chat c = {.cap = g.n_predict};
+    chat c = {.cap = g.n_predict, .params = &o.ctx};
     tern_chat_history_init(&c.hist);
     tern_line_editor editor = {0};
     tern_line_editor *ed = tern_line_editor_usable() ? &editor : NULL;

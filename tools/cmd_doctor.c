@@ -11,6 +11,7 @@
 #include "tools/bench.h"
 #include "tools/cli.h"
 #include "tools/doctor.h"
+#include "tools/env_params.h"
 
 static const char doctor_help[] =
     "usage: tern doctor [-m MODEL] [--ctx N] [-t N] [--backend B] [--json] [--seconds S] [--no-measure]\n"
@@ -325,7 +326,7 @@ int tern_cmd_doctor(int argc, char **argv) {
     in.icd = &icd;
     tern_doctor_check checks[TERN_DOCTOR_N_CHECKS];
     char load_error[TERN_ERROR_MESSAGE_MAX] = "";
-    if (in.model_path && tern_model_load(in.model_path, &in.model, &err) != TERN_OK)
+    if (in.model_path && tern_env_model_load(in.model_path, &in.model, &err) != TERN_OK)
         snprintf(load_error, sizeof load_error, "%s", err.message);
     tern_doctor_run_checks(&in, checks);
     if (load_error[0]) {

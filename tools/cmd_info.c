@@ -13,6 +13,7 @@
 #include "kernels/opencl/opencl.h"
 #include "tools/cli.h"
 #include "tools/opencl_icd.h"
+#include "tools/env_params.h"
 
 static const char info_help[] =
     "usage: tern info MODEL [--ctx N] [--batch N]\n"
@@ -41,9 +42,10 @@ static int print_cpu(void) {
     printf("\n");
     tern_cpu_kernels k;
     tern_error err = {0};
-    if (tern_cpu_kernels_init(&k, NULL, &err) != TERN_OK)
+    tern_context_params p = tern_context_default_params();
+    if (tern_env_context_params(&p, &err) != TERN_OK || tern_cpu_kernels_init(&k, p.isa, &err) != TERN_OK)
         return tern_cli_fail("info", &err);
-    printf("kernel path: %s%s\n", k.isa, getenv("TERN_ISA") ? " (forced by TERN_ISA)" : " (automatic)");
+    printf("kernel path: %s%s\n", k.isa, p.isa ? " (forced by TERN_ISA)" : " (automatic)");
     return TERN_EXIT_OK;
 }
 
@@ -78,7 +80,10 @@ static int print_devices(void) {
     tern_cl_device_info list[TERN_CL_MAX_DEVICES];
     int n = 0;
     tern_error err = {0};
-    if (tern_cl_list_devices(list, TERN_CL_MAX_DEVICES, &n, &err) != TERN_OK) {
+    tern_opencl_params params = {0};
+    if (tern_env_opencl_params(&params, &err) != TERN_OK)
+        return tern_cli_fail("info", &err);
+    if (tern_cl_list_devices(params.library, list, TERN_CL_MAX_DEVICES, &n, &err) != TERN_OK) {
         printf("OpenCL: %s\nauto picks: cpu\n", err.message);
         return TERN_EXIT_OK;
     }
@@ -96,7 +101,8 @@ static int print_devices(void) {
         printf("    fp16 (cl_khr_fp16): %s, subgroups: %s\n", d->fp16 ? "yes" : "no", d->subgroups ? "yes" : "no");
     }
     tern_backend *be = NULL;
-    if (tern_backend_opencl_create(-1, true, &be, &err) == TERN_OK) {
+    if (tern_backend_opencl_create(-1, true, &params, &(tern_logger){tern_cli_log, NULL}, &be, &err) ==
+        TERN_OK) {
         printf("auto picks: %s (it passed the self-test)\n", be->description);
         be->ops->destroy(be);
     } else {
@@ -143,7 +149,7 @@ int tern_cmd_info(int argc, char **argv) {
     }
     tern_error err = {0};
     tern_model *m = NULL;
-    if (tern_model_load(path, &m, &err) != TERN_OK)
+    if (tern_env_model_load(path, &m, &err) != TERN_OK)
         return tern_cli_fail("info", &err);
     tern_model_info mi;
     tern_model_get_info(m, &mi);
@@ -177,7 +183,8 @@ int tern_cmd_info(int argc, char **argv) {
                tern_cli_bytes(plan.available, b5, sizeof b5), plan.fits ? "fits" : "DOES NOT FIT",
                (long long)plan.max_ctx_fit);
     if (mi.warning[0])
-        printf("warning       %s\n", mi.warning);
+        printf("warning       %s%s%s%s\n", mi.warning, mi.weights_are_float ? " (tern quantize " : "",
+               mi.weights_are_float ? path : "", mi.weights_are_float ? " OUT.gguf Q4_K_M)" : "");
     tern_model_free(m);
     return TERN_EXIT_OK;
 }

@@ -115,6 +115,7 @@ int tern_cmd_perplexity(int argc, char **argv) {
         tern_status st = tern_eval(ctx, chunk, (size_t)n_ctx, &err);
         chunk[0] = saved;
         if (st != TERN_OK) {
+            tern_cli_hint(&err, &o.ctx, model);
             rc = tern_cli_fail("perplexity", &err);
             goto done;
         }

@@ -142,6 +142,7 @@ int tern_cmd_run(int argc, char **argv) {
     tern_generate_stats gs;
     st = tern_generate(ctx, sampler, tokens, n_tokens, &gp, &gs, &err);
     if (st != TERN_OK) {
+        tern_cli_hint(&err, &o.ctx, model);
         rc = tern_cli_fail("run", &err);
         goto done;
     }

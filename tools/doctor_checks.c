@@ -15,6 +15,7 @@
 #include "quant/quant.h"
 #include "tools/cli.h"
 #include "tools/doctor.h"
+#include "tools/env_params.h"
 
 const char *tern_verdict_name(tern_verdict v) {
     return v == TERN_VERDICT_FAIL ? "FAIL" : v == TERN_VERDICT_WARN ? "WARN" : v == TERN_VERDICT_OK ? "OK" : "SKIP";
@@ -142,7 +143,11 @@ static void check_backend(const tern_doctor_input *in, tern_doctor_check *c) {
     int n_devs = 0, n_gpu = 0;
     tern_error err = {0};
     char cl_error[TERN_ERROR_MESSAGE_MAX] = "";
-    if (tern_cl_list_devices(devs, TERN_CL_MAX_DEVICES, &n_devs, &err) == TERN_OK) {
+    tern_opencl_params cl_params = {0};
+    tern_status listed = tern_env_opencl_params(&cl_params, &err);
+    if (listed == TERN_OK)
+        listed = tern_cl_list_devices(cl_params.library, devs, TERN_CL_MAX_DEVICES, &n_devs, &err);
+    if (listed == TERN_OK) {
         for (int i = 0; i < n_devs && i < TERN_CL_MAX_DEVICES; i++) {
             say(c, "OpenCL device %d: %s (%s%s)", devs[i].index, devs[i].name, devs[i].is_gpu ? "GPU" : "not a GPU",
                 devs[i].available ? "" : ", unusable");
@@ -197,9 +202,12 @@ static void check_backend(const tern_doctor_input *in, tern_doctor_check *c) {
     p.n_threads = in->n_threads; /* 0: auto, so the backend's description shows the run's threads */
     p.backend = in->backend;
     p.force = true; /* the memory check speaks for memory; here only the backend matters */
+    p.log_fn = tern_cli_log;
     tern_context *ctx = NULL;
     tern_context_info ci = {0};
-    tern_status st = tern_context_create(in->model, &p, &ctx, &err);
+    tern_status st = tern_env_context_params(&p, &err);
+    if (st == TERN_OK)
+        st = tern_context_create(in->model, &p, &ctx, &err);
     if (st == TERN_OK)
         tern_context_get_info(ctx, &ci);
     tern_context_free(ctx);

@@ -13,6 +13,7 @@
 #include "kernels/opencl/opencl.h"
 #include "quant/fp16.h"
 #include "tools/cli.h"
+#include "tools/env_params.h"
 #include "tools/kbench.h"
 #include "kernels/timing.h"
 
@@ -466,9 +467,9 @@ static void cl_ops_rows(tern_kbench_state *s, tern_cl *cl, const tern_kbench_mod
 }
 
 /* The device --device names, or the first usable one, GPUs first; -1 (and s->opencl says why). */
-static int pick_device(tern_kbench_state *s, tern_cl_device_info *devices, int *n) {
+static int pick_device(tern_kbench_state *s, const char *library, tern_cl_device_info *devices, int *n) {
     tern_error err = {0};
-    if (tern_cl_list_devices(devices, TERN_CL_MAX_DEVICES, n, &err) != TERN_OK) {
+    if (tern_cl_list_devices(library, devices, TERN_CL_MAX_DEVICES, n, &err) != TERN_OK) {
         snprintf(s->opencl, sizeof s->opencl, "no OpenCL: %.480s", err.message);
         return -1;
     }
@@ -493,24 +494,30 @@ static int pick_device(tern_kbench_state *s, tern_cl_device_info *devices, int *
 void tern_kbench_opencl(tern_kbench_state *s, bool run_kernels) {
     tern_cl_device_info devices[TERN_CL_MAX_DEVICES];
     int n = 0;
-    const int pick = pick_device(s, devices, &n);
+    tern_opencl_params params = {0};
+    tern_error err = {0};
+    if (tern_env_opencl_params(&params, &err) != TERN_OK) {
+        snprintf(s->opencl, sizeof s->opencl, "%.500s", err.message);
+        tern_kbench_skip(s, "--backend opencl: %s", s->opencl);
+        return;
+    }
+    const int pick = pick_device(s, params.library, devices, &n);
     if (pick < 0) {
         tern_kbench_skip(s, "--backend opencl: %s", s->opencl);
         return;
     }
     const tern_cl_device_info *d = &devices[pick];
     tern_cl *cl = NULL;
-    tern_error err = {0};
     /* --quick: 64 MiB, enough to leave the caches of the devices tern targets behind */
-    if (tern_cl_create(d->index, &cl, &err) != TERN_OK ||
-        tern_cl_read_bandwidth(cl, s->quick ? (size_t)64 << 20 : 0, 0, s->full ? 9 : 5, &s->opencl_bw, &err) !=
-            TERN_OK) {
+    if (tern_cl_create(d->index, &params, &(tern_logger){tern_cli_log, NULL}, &cl, &err) != TERN_OK ||
+        tern_cl_read_bandwidth(cl, s->quick ? (size_t)64 << 20 : 0, 0, s->full ? 9 : 5, &s->opencl_bw,
+                               &err) != TERN_OK) {
         snprintf(s->opencl, sizeof s->opencl, "%.96s: %.400s", d->name, err.message);
         tern_kbench_skip(s, "--backend opencl: %s", s->opencl);
         tern_cl_free(cl);
         return;
     }
-    const char *options = getenv("TERN_OPENCL_OPTIONS");
+    const char *options = params.build_options;
     char mem[32];
     snprintf(s->opencl, sizeof s->opencl,
              "device %d, %.96s (%s, %d compute units, %s, %.48s), decode products %s, prefill path %s, "

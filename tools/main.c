@@ -44,7 +44,7 @@ static int run_command(int argc, char **argv) {
         return TERN_EXIT_OK;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("tern %s\n", TERN_VERSION);
+        printf("tern %s\n", tern_version());
         return TERN_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -6,6 +6,7 @@
 #include "gguf/error.h"
 #include "kernels/kernels.h"
 #include "tools/cli.h"
+#include "tools/env_params.h"
 
 const char *tern_build_commit(void) {
 #ifdef TERN_GIT_COMMIT
@@ -48,37 +49,40 @@ static void governors(const tern_cpu_topology *t, char *buf, size_t cap) {
 
 tern_status tern_sysdesc_read(tern_sysdesc *d, tern_error *err) {
     memset(d, 0, sizeof *d);
-    const char *env = getenv("TERN_SYSROOT");
-    d->sysroot = env && *env ? env : "/";
+    const char *root = tern_env_sysroot();
+    d->sysroot = root ? root : "/";
     d->topo = malloc(sizeof *d->topo);
     d->thermal = malloc(sizeof *d->thermal);
     if (!d->topo || !d->thermal) {
         tern_sysdesc_free(d);
         return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
     }
-    tern_status st = tern_sysinfo_cpus(NULL, d->topo, err);
+    tern_status st = tern_sysinfo_cpus(d->sysroot, d->topo, err);
     if (st == TERN_OK)
-        st = tern_sysinfo_thermal(NULL, d->thermal, err);
+        st = tern_sysinfo_thermal(d->sysroot, d->thermal, err);
     if (st == TERN_OK)
-        st = tern_sysinfo_zram(NULL, &d->zram, err);
+        st = tern_sysinfo_zram(d->sysroot, &d->zram, err);
     if (st == TERN_OK)
-        st = tern_sysinfo_platform_profile(NULL, d->platform_profile, sizeof d->platform_profile, err);
+        st = tern_sysinfo_platform_profile(d->sysroot, d->platform_profile, sizeof d->platform_profile, err);
     if (st == TERN_OK)
-        st = tern_sysinfo_power(NULL, &d->power, err);
+        st = tern_sysinfo_power(d->sysroot, &d->power, err);
     if (st == TERN_OK)
-        st = tern_sysinfo_gpu(NULL, &d->gpu, err);
+        st = tern_sysinfo_gpu(d->sysroot, &d->gpu, err);
     if (st == TERN_OK)
-        st = tern_sysinfo_cpu_model(NULL, d->cpu_model, sizeof d->cpu_model, err);
+        st = tern_sysinfo_cpu_model(d->sysroot, d->cpu_model, sizeof d->cpu_model, err);
     if (st != TERN_OK) {
         tern_sysdesc_free(d);
         return st;
     }
-    d->have_mem = tern_sysinfo_memory(NULL, &d->mem, NULL) == TERN_OK; /* a missing meminfo is reported, not fatal */
+    d->have_mem = tern_sysinfo_memory(d->sysroot, &d->mem, NULL) ==
+                  TERN_OK; /* a missing meminfo is reported, not fatal */
     d->auto_threads = tern_sysinfo_auto_threads(d->topo);
     governors(d->topo, d->governors, sizeof d->governors);
     features(d->cpu_features, sizeof d->cpu_features);
     tern_cpu_kernels k;
-    tern_cpu_kernels_init(&k, NULL, NULL); /* on failure k still holds a usable table */
+    tern_context_params p = tern_context_default_params();
+    tern_env_context_params(&p, NULL);      /* only TERN_ISA matters here */
+    tern_cpu_kernels_init(&k, p.isa, NULL); /* on failure k still holds a usable table */
     snprintf(d->isa, sizeof d->isa, "%s", k.isa);
     return TERN_OK;
 }

@@ -155,11 +155,6 @@ tern_status tern_cpu_kernels_init(tern_cpu_kernels *k, const char *force_isa, te
     tern_cpu_kernels_ref(k);
 
     const char *want = force_isa;
-    const char *origin = "requested by the caller";
-    if (!want) {
-        want = getenv("TERN_ISA");
-        origin = "from TERN_ISA";
-    }
     char names[128];
     if (!want || !*want || strcmp(want, "auto") == 0) {
         for (size_t i = 0; i < ISA_PATH_COUNT; i++) {
@@ -178,17 +173,15 @@ tern_status tern_cpu_kernels_init(tern_cpu_kernels *k, const char *force_isa, te
         list_paths(&f, 0, names, sizeof names);
         if (!p->fill)
             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                  "ISA path '%s' (%s) is not built into this library; available here: %s",
-                                  want, origin, names);
+                                  "isa '%s' is not built into this library; available here: %s", want, names);
         if (!p->runs_on(&f))
             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                  "ISA path '%s' (%s) needs %s, which this CPU lacks; available here: %s",
-                                  want, origin, p->needs, names);
+                                  "isa '%s' needs %s, which this CPU lacks; available here: %s", want,
+                                  p->needs, names);
         p->fill(k);
         k->isa = p->name;
         return TERN_OK;
     }
     list_paths(&f, 1, names, sizeof names);
-    return tern_error_set(err, TERN_ERR_INVALID_ARG, "ISA path '%s' (%s) is unknown; known: auto, %s", want,
-                          origin, names);
+    return tern_error_set(err, TERN_ERR_INVALID_ARG, "isa '%s' is unknown; known: auto, %s", want, names);
 }

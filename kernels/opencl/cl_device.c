@@ -24,7 +24,7 @@ void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
         return;
     const double t0 = tern_cl_profile_clock(cl);
     if (cl->fail_after > 0 && --cl->fail_after == 0) {
-        tern_cl_fail(cl, "a failure injected by TERN_OPENCL_FAIL_AFTER", CL_OUT_OF_RESOURCES);
+        tern_cl_fail(cl, "a failure injected by opencl.fail_after", CL_OUT_OF_RESOURCES);
         return;
     }
     for (int i = 0; i < n_args; i++) {
@@ -67,7 +67,7 @@ const char *tern_cl_products_name(const tern_cl *cl) {
 }
 
 const char *tern_cl_gemm_name(const tern_cl *cl) {
-    return cl->gemm == TERN_CL_GEMM_CLBLAST ? "clblast" : cl->mma ? "mma" : "tiled";
+    return cl->gemm == TERN_OPENCL_GEMM_CLBLAST ? "clblast" : cl->mma ? "mma" : "tiled";
 }
 
 bool tern_cl_mma_on(const tern_cl *cl) {
@@ -237,7 +237,7 @@ static tern_status make_kernel(tern_cl *cl, const char *name, size_t local, cl_k
         return tern_error_set(
             err, TERN_ERR_UNSUPPORTED,
             "kernel %s runs in work-groups of %zu on %s, which allows %zu for it (lower it with "
-            "TERN_OPENCL_OPTIONS)",
+            "opencl.build_options)",
             name, local, cl->info.name, allowed);
     return TERN_OK;
 }
@@ -294,55 +294,55 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
     return st;
 }
 
-tern_status tern_cl_set_gemm(tern_cl *cl, tern_cl_gemm_path path, int64_t min_m, tern_error *err) {
+tern_status tern_cl_set_gemm(tern_cl *cl, tern_opencl_gemm path, int64_t min_m, tern_error *err) {
     if (min_m < 2)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "the GEMM path starts at 2 tokens or more, not %lld",
                               (long long)min_m);
-    if (path != TERN_CL_GEMM_TILED && !cl->sgemm) {
+    if (path != TERN_OPENCL_GEMM_TILED && !cl->sgemm) {
         /* CLBlast links the same ICD loader; it stays loaded like the runtime itself. */
         void *lib = dlopen("libclblast.so.1", RTLD_NOW | RTLD_LOCAL);
         void *sym = lib ? dlsym(lib, "CLBlastSgemm") : NULL;
         if (sym)
             memcpy(&cl->sgemm, &sym, sizeof cl->sgemm);
     }
-    if (path == TERN_CL_GEMM_CLBLAST && !cl->sgemm)
+    if (path == TERN_OPENCL_GEMM_CLBLAST && !cl->sgemm)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "CLBlast is not available (libclblast.so.1 not found)");
     /* CLBlast is tuned for GPUs; on a CPU device ours is no worse, and on NVIDIA ours reading the
      * quantized weights ran 22-24 TFLOP/s against CLBlast's 13-18 with the dequantized tiles */
-    if (path == TERN_CL_GEMM_AUTO)
-        path = cl->sgemm && cl->info.is_gpu && !tern_cl_nvidia_gpu(&cl->info) ? TERN_CL_GEMM_CLBLAST
-                                                                              : TERN_CL_GEMM_TILED;
+    if (path == TERN_OPENCL_GEMM_AUTO)
+        path = cl->sgemm && cl->info.is_gpu && !tern_cl_nvidia_gpu(&cl->info) ? TERN_OPENCL_GEMM_CLBLAST
+                                                                              : TERN_OPENCL_GEMM_TILED;
     cl->gemm = path;
     cl->gemm_min_m = min_m;
     return TERN_OK;
 }
 
-/* TERN_OPENCL_GEMM and TERN_OPENCL_GEMM_MIN_M. */
-static tern_status gemm_from_env(tern_cl *cl, tern_error *err) {
-    const char *path = getenv("TERN_OPENCL_GEMM"), *min = getenv("TERN_OPENCL_GEMM_MIN_M");
-    tern_cl_gemm_path p = TERN_CL_GEMM_AUTO;
-    if (path && !strcmp(path, "tiled"))
-        p = TERN_CL_GEMM_TILED;
-    else if (path && !strcmp(path, "clblast"))
-        p = TERN_CL_GEMM_CLBLAST;
-    else if (path && path[0] && strcmp(path, "auto"))
+/* opencl.gemm and opencl.gemm_min_m. */
+static tern_status gemm_from_params(tern_cl *cl, const tern_opencl_params *p, tern_error *err) {
+    if (p->gemm < TERN_OPENCL_GEMM_AUTO || p->gemm > TERN_OPENCL_GEMM_CLBLAST)
         return tern_error_set(err, TERN_ERR_INVALID_ARG,
-                              "TERN_OPENCL_GEMM is tiled, clblast or auto, not '%s'", path);
+                              "opencl.gemm is TERN_OPENCL_GEMM_AUTO, _TILED or _CLBLAST, not %d",
+                              (int)p->gemm);
     /* With dp4a products, batches up to 128 tokens ran faster as per-token int8 products than
      * through the GEMM (H200, 7B: a 16-token prompt 22 ms against 198, 128 tokens 151 against
      * 219; the GEMM's 128-token tiles leave most of the GPU idle below a few tiles). */
-    long m = min && min[0] ? strtol(min, NULL, 10) : cl->tune.dot8 == 2 ? 129 : 8;
-    return tern_cl_set_gemm(cl, p, m, err);
+    const int64_t m = p->gemm_min_m ? p->gemm_min_m : cl->tune.dot8 == 2 ? 129 : 8;
+    return tern_cl_set_gemm(cl, p->gemm, m, err);
 }
 
-tern_status tern_cl_create(int index, tern_cl **out, tern_error *err) {
+tern_status tern_cl_create(int index, const tern_opencl_params *params, const tern_logger *log, tern_cl **out,
+                           tern_error *err) {
     *out = NULL;
+    const tern_opencl_params defaults = {0};
+    const tern_opencl_params *p = params ? params : &defaults;
     tern_cl *cl = calloc(1, sizeof *cl);
     if (!cl)
         return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    if (log)
+        cl->log = *log;
     cl_platform_id platform;
-    tern_status st = tern_cl_api_load(&cl->api, err);
+    tern_status st = tern_cl_api_load(&cl->api, p->library, err);
     if (st == TERN_OK)
         st = tern_cl_find_device(&cl->api, index, &platform, &cl->device, &cl->info, err);
     if (st != TERN_OK)
@@ -354,13 +354,10 @@ tern_status tern_cl_create(int index, tern_cl **out, tern_error *err) {
         goto fail;
     }
     cl->split_bytes = cl->info.max_alloc;
-    const char *split = getenv("TERN_OPENCL_SPLIT");
-    if (split && strtoull(split, NULL, 10) > 0 && strtoull(split, NULL, 10) < cl->split_bytes)
-        cl->split_bytes = strtoull(split, NULL, 10);
-
-    const char *fail_after = getenv("TERN_OPENCL_FAIL_AFTER"), *profile = getenv("TERN_OPENCL_PROFILE");
-    cl->fail_after = fail_after ? strtol(fail_after, NULL, 10) : 0;
-    const bool profiling = profile && !strcmp(profile, "1");
+    if (p->split_bytes > 0 && p->split_bytes < cl->split_bytes)
+        cl->split_bytes = p->split_bytes;
+    cl->fail_after = p->fail_after > 0 ? p->fail_after : 0;
+    const bool profiling = p->profile;
 
     cl_int rc;
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
@@ -379,11 +376,15 @@ tern_status tern_cl_create(int index, tern_cl **out, tern_error *err) {
     }
     /* ids: the row ids of get_rows batches, grown on first use of a larger batch; it always
      * exists because every dequant launch passes it, used or not */
-    if ((st = tern_cl_build_program(cl, err)) != TERN_OK || (st = make_kernels(cl, err)) != TERN_OK ||
-        (st = gemm_from_env(cl, err)) != TERN_OK ||
+    if ((st = tern_cl_build_program(cl, p, err)) != TERN_OK || (st = make_kernels(cl, err)) != TERN_OK ||
+        (st = gemm_from_params(cl, p, err)) != TERN_OK ||
         (st = tern_cl_alloc(cl, 1024, NULL, &cl->ids, err)) != TERN_OK)
         goto fail;
     tern_cl_mma_probe(cl);
+    /* The tensor-core GEMM overtakes the per-token dp4a products between 32 and 64 tokens on a
+     * 7B shape and between 64 and 128 on a 1B one (docs/benchmarks.md, session 8): from 64. */
+    if (cl->mma && cl->tune.dot8 == 2 && !p->gemm_min_m)
+        cl->gemm_min_m = 64;
     if (profiling && !(cl->profile = calloc(1, sizeof *cl->profile))) {
         st = tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
         goto fail;
@@ -401,7 +402,7 @@ void tern_cl_free(tern_cl *cl) {
         return;
     if (cl->queue && cl->api.Finish(cl->queue) == CL_SUCCESS)
         tern_cl_profile_collect(cl);
-    tern_cl_profile_print_free(cl);
+    tern_cl_profile_log_free(cl);
     cl_kernel *typed[] = {cl->matvec, cl->matmul, cl->dequant, cl->matvec3, cl->matvec_glu, cl->matmul_mma};
     for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)

@@ -49,9 +49,9 @@ typedef struct tern_cl_api {
     cl_int (*ReleaseEvent)(cl_event);
 } tern_cl_api;
 
-/* Loads the runtime (once per call; the library stays loaded for the life of the process, as
- * ICD drivers are not written to be unloaded). */
-tern_status tern_cl_api_load(tern_cl_api *api, tern_error *err);
+/* Loads the runtime from `library` (NULL: libOpenCL.so.1), once per call; the library stays
+ * loaded for the life of the process, as ICD drivers are not written to be unloaded. */
+tern_status tern_cl_api_load(tern_cl_api *api, const char *library, tern_error *err);
 
 /* The ids behind tern_cl_list_devices' entry `index`. */
 tern_status tern_cl_find_device(const tern_cl_api *api, int index, cl_platform_id *platform,
@@ -78,7 +78,7 @@ typedef int (*tern_clblast_sgemm_fn)(int layout, int a_transpose, int b_transpos
                                      size_t b_offset, size_t b_ld, float beta, cl_mem c, size_t c_offset,
                                      size_t c_ld, cl_command_queue *queue, cl_event *event);
 
-/* Device time per kernel name (TERN_OPENCL_PROFILE=1). */
+/* Device time per kernel name (opencl.profile). */
 #define TERN_CL_PROFILE_NAMES 64
 typedef struct tern_cl_profile {
     struct {
@@ -112,7 +112,7 @@ struct tern_cl {
      * self-test's verdict is kept beside it (cl_mma.c). */
     char cache_file[1024], cache_key[1800];
     tern_cl_tunables tune;
-    uint64_t split_bytes; /* weights larger than this are split: max_alloc, or TERN_OPENCL_SPLIT */
+    uint64_t split_bytes; /* weights larger than this are split: max_alloc, or opencl.split_bytes */
 
     cl_kernel matvec[TERN_TYPE_COUNT], matmul[TERN_TYPE_COUNT], dequant[TERN_TYPE_COUNT],
         matvec3[TERN_TYPE_COUNT], matvec_glu[TERN_TYPE_COUNT], matmul_mma[TERN_TYPE_COUNT];
@@ -125,9 +125,12 @@ struct tern_cl {
     cl_kernel read_bw; /* bandwidth.cl: the read-bandwidth probe (cl_bandwidth.c) */
 
     /* prefill products */
-    tern_cl_gemm_path gemm; /* TILED or CLBLAST once resolved */
+    tern_opencl_gemm gemm;  /* TILED or CLBLAST once resolved */
     bool mma;               /* matmul_mma (tensor cores) takes the prefill products: it built and passed */
-    char mma_state[512];    /* tern_cl_mma_state: why it is on or off; empty when never tried */
+    /* tern_cl_mma_state: why it is on or off; empty when never tried. Room for a build failure's
+     * whole message: its compiler line comes after the device's name and the driver's file name
+     * (PoCL: ~180 characters in), and it is what says why. */
+    char mma_state[TERN_ERROR_MESSAGE_MAX + 64];
     int64_t gemm_min_m;
     tern_clblast_sgemm_fn sgemm; /* NULL when CLBlast did not load */
     cl_mem tile;                 /* f32 weight rows for CLBlast, grown on first use */
@@ -144,8 +147,9 @@ struct tern_cl {
     int64_t x8_m, x8_k;
     bool keep_x8;
 
-    long fail_after; /* TERN_OPENCL_FAIL_AFTER: launches until an injected failure (tests), 0 = never */
-    tern_cl_profile *profile; /* TERN_OPENCL_PROFILE=1, else NULL */
+    int64_t fail_after;       /* opencl.fail_after: launches until an injected failure (tests), 0 = never */
+    tern_cl_profile *profile; /* with opencl.profile, else NULL */
+    tern_logger log;          /* where the profile table goes */
     uint64_t bytes;           /* device memory allocated */
     tern_status failed;
     char failure[TERN_ERROR_MESSAGE_MAX];
@@ -193,19 +197,19 @@ void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows);
 void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args, const tern_cl_arg *args,
                     cl_uint dims, const size_t *global, const size_t *local, uint64_t bytes);
 
-/* The profile (TERN_OPENCL_PROFILE=1, kernels/opencl/cl_profile.c): device time per kernel name,
- * from the events of every launch, printed on stderr when the device is closed. `event` is
+/* The profile (opencl.profile, kernels/opencl/cl_profile.c): device time per kernel name, from
+ * the events of every launch, logged as one block when the device is closed. `event` is
  * where a launch puts its event (NULL when not profiling); tern_cl_profile_add records it. */
 cl_event *tern_cl_profile_slot(tern_cl *cl);
 void tern_cl_profile_add(tern_cl *cl, const char *name, uint64_t bytes);
 void tern_cl_profile_collect(tern_cl *cl); /* after clFinish: read the finished events */
-void tern_cl_profile_print_free(tern_cl *cl);
+void tern_cl_profile_log_free(tern_cl *cl);
 double tern_cl_profile_clock(const tern_cl *cl); /* host ns when profiling, else 0 */
 void tern_cl_profile_host(tern_cl *cl, double t0, bool waited); /* charges now - t0 to enqueue or wait */
 
-/* Builds (or loads from the cache) the program with the tunables resolved from the device and
- * TERN_OPENCL_OPTIONS; sets cl->program, cl->tune and cl->origin. */
-tern_status tern_cl_build_program(tern_cl *cl, tern_error *err);
+/* Builds (or loads from params->cache_dir) the program with the tunables resolved from the device
+ * and params (build options, mma, default products); sets cl->program, cl->tune and cl->origin. */
+tern_status tern_cl_build_program(tern_cl *cl, const tern_opencl_params *params, tern_error *err);
 
 /* Whether matmul_mma takes the prefill products (cl->mma, cl->mma_state): after make_kernels,
  * with the program built with MMA != 0, its self-test against matmul_<type> on random data,

@@ -26,9 +26,10 @@ tern_status tern_cl_matrix_upload(tern_cl *cl, uint32_t type, int64_t k, int64_t
         return tern_error_set(err, TERN_ERR_UNSUPPORTED, "a %lld x %lld %s matrix is not supported on OpenCL",
                               (long long)n_rows, (long long)k, tern_type_name(type));
     const int64_t per_part = (int64_t)(cl->split_bytes / row_bytes);
-    if (per_part < 1) /* a limit of the device or of TERN_OPENCL_SPLIT, not a lack of memory */
-        return tern_error_set(err, TERN_ERR_BACKEND, "one row of %zu bytes is over the %s (%llu bytes)", row_bytes,
-                              cl->split_bytes < cl->info.max_alloc ? "split size TERN_OPENCL_SPLIT"
+    if (per_part < 1) /* a limit of the device or of opencl.split_bytes, not a lack of memory */
+        return tern_error_set(err, TERN_ERR_BACKEND, "one row of %zu bytes is over the %s (%llu bytes)",
+                              row_bytes,
+                              cl->split_bytes < cl->info.max_alloc ? "split size opencl.split_bytes"
                                                                    : "device's allocation limit",
                               (unsigned long long)cl->split_bytes);
     const int n_parts = (int)((n_rows + per_part - 1) / per_part);
@@ -207,14 +208,14 @@ void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, c
                            (uint64_t)rows * w->row_bytes + (uint64_t)(m * (w->k + rows)) * 4);
             continue;
         }
-        if (cl->mma && cl->gemm != TERN_CL_GEMM_CLBLAST) { /* CLBlast only where asked for */
+        if (cl->mma && cl->gemm != TERN_OPENCL_GEMM_CLBLAST) { /* CLBlast only where asked for */
             tern_cl_matmul_mma(cl, w, part, x, m, y);
             continue;
         }
-        if (cl->gemm == TERN_CL_GEMM_CLBLAST) {
+        if (cl->gemm == TERN_OPENCL_GEMM_CLBLAST) {
             if (matmul_clblast(cl, w, part, x, m, y))
                 continue;
-            cl->gemm = TERN_CL_GEMM_TILED; /* CLBlast refused this device: ours from now on */
+            cl->gemm = TERN_OPENCL_GEMM_TILED; /* CLBlast refused this device: ours from now on */
         }
         tern_cl_matmul_tiled(cl, w, part, x, m, y);
     }

@@ -244,7 +244,7 @@ void tern_cl_mma_probe(tern_cl *cl) {
     tern_cl *probe = probe_open(cl, why, sizeof why);
     int verdict = -1;
     if (probe) {
-        probe->fail_after = 0; /* its launches are not those TERN_OPENCL_FAIL_AFTER counts */
+        probe->fail_after = 0; /* its launches are not those opencl.fail_after counts */
         verdict = self_test(probe, why, sizeof why);
         probe_close(probe);
     }

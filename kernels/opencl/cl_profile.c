@@ -1,10 +1,12 @@
 /*
- * TERN_OPENCL_PROFILE=1: device time per kernel, from OpenCL's profiling events, so a slow run
- * shows where its time goes (for decode, the matvec rows' GB/s against the device's bandwidth;
- * the share of time in small kernels shows what fusing launches would save). Each launch keeps
- * its event until the next finish; the table goes to stderr when the device is closed.
- * Profiling allocates on the per-token path, so it is off by default.
+ * opencl.profile: device time per kernel, from OpenCL's profiling events, so a slow run shows
+ * where its time goes (for decode, the matvec rows' GB/s against the device's bandwidth; the
+ * share of time in small kernels shows what fusing launches would save). Each launch keeps its
+ * event until the next finish; the table goes to the log callback (INFO, one block, so that it
+ * stays whole beside other messages) when the device is closed. Profiling allocates on the
+ * per-token path, so it is off by default.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,37 +104,55 @@ bool tern_cl_profile_totals(const tern_cl *cl, double *ns, long *launches) {
     return true;
 }
 
-void tern_cl_profile_print_free(tern_cl *cl) {
+/* Appends to the table's text; a table longer than its buffer is cut (64 rows fit). */
+static void __attribute__((format(printf, 3, 4))) add_text(char *buf, size_t *used, const char *fmt, ...) {
+    enum { CAP = 8192 };
+    if (*used >= CAP - 1)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(buf + *used, CAP - *used, fmt, ap);
+    va_end(ap);
+    *used = n < 0 ? *used : *used + (size_t)n < CAP ? *used + (size_t)n : CAP - 1;
+}
+
+void tern_cl_profile_log_free(tern_cl *cl) {
     tern_cl_profile *p = cl->profile;
     if (!p)
         return;
     double total = 0;
     for (int i = 0; i < p->n_rows; i++)
         total += p->rows[i].ns;
-    fprintf(stderr, "tern: OpenCL profile on %s (device time per kernel, TERN_OPENCL_PROFILE=1)\n",
-            cl->info.name);
-    fprintf(stderr, "  %-16s %9s %11s %9s %6s %9s\n", "kernel", "launches", "total ms", "mean us", "share",
-            "GB/s");
-    for (int i = 0; i < p->n_rows; i++) {
-        const double ns = p->rows[i].ns;
-        if (p->rows[i].launches == 0)
-            continue;
-        fprintf(stderr, "  %-16s %9ld %11.3f %9.2f %5.1f%%", p->rows[i].name, p->rows[i].launches, ns / 1e6,
-                ns / 1e3 / (double)p->rows[i].launches, total > 0 ? 100.0 * ns / total : 0.0);
-        if (p->rows[i].bytes > 0 && ns > 0)
-            fprintf(stderr, " %9.1f", p->rows[i].bytes / ns);
-        fputc('\n', stderr);
-    }
-    /* The kernels' sum against the device's span says how long it sat idle between them; the
-     * host's share says whether the idle time was the host's own work (not enqueueing, not
-     * waiting: e.g. a CLBlast call compiling its kernels). */
-    const double wall = p->wall_last - p->wall_first;
-    fprintf(stderr,
-            "  wall %.1f ms from the first launch to the last finish: %.1f ms enqueueing, %.1f ms waiting for "
-            "the device, %.1f ms other host work; the kernels above ran %.1f ms of the %.1f ms the device "
-            "spanned between finishes\n",
+    char *text = malloc(8192);
+    size_t used = 0;
+    if (text) {
+        add_text(text, &used, "OpenCL profile on %s (device time per kernel, opencl.profile)\n",
+                 cl->info.name);
+        add_text(text, &used, "  %-16s %9s %11s %9s %6s %9s", "kernel", "launches", "total ms", "mean us",
+                 "share", "GB/s");
+        for (int i = 0; i < p->n_rows; i++) {
+            const double ns = p->rows[i].ns;
+            if (p->rows[i].launches == 0)
+                continue;
+            add_text(text, &used, "\n  %-16s %9ld %11.3f %9.2f %5.1f%%", p->rows[i].name, p->rows[i].launches,
+                     ns / 1e6, ns / 1e3 / (double)p->rows[i].launches, total > 0 ? 100.0 * ns / total : 0.0);
+            if (p->rows[i].bytes > 0 && ns > 0)
+                add_text(text, &used, " %9.1f", p->rows[i].bytes / ns);
+        }
+        /* The kernels' sum against the device's span says how long it sat idle between them; the
+         * host's share says whether the idle time was the host's own work (not enqueueing, not
+         * waiting: e.g. a CLBlast call compiling its kernels). */
+        const double wall = p->wall_last - p->wall_first;
+        add_text(
+            text, &used,
+            "\n  wall %.1f ms from the first launch to the last finish: %.1f ms enqueueing, %.1f ms waiting "
+            "for the device, %.1f ms other host work; the kernels above ran %.1f ms of the %.1f ms the "
+            "device spanned between finishes",
             wall / 1e6, p->enqueue_ns / 1e6, p->wait_ns / 1e6, (wall - p->enqueue_ns - p->wait_ns) / 1e6,
             total / 1e6, p->span_ns / 1e6);
+        tern_log(&cl->log, TERN_LOG_INFO, "%s", text);
+        free(text);
+    }
     for (size_t i = 0; i < p->n_pending; i++)
         cl->api.ReleaseEvent(p->pending[i].event);
     free(p->pending);

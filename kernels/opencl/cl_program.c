@@ -3,7 +3,7 @@
  * the compiled result on disk (CL_PROGRAM_BINARIES), because compiling the sources takes from a
  * fraction of a second to many seconds depending on the driver.
  *
- * Cache entry: $XDG_CACHE_HOME/tern/opencl-<hash>.bin (or ~/.cache/tern/...), where the hash is
+ * Cache entry: <opencl.cache_dir>/opencl-<hash>.bin (the tern command's: ~/.cache/tern), where the hash is
  * over the key "device name | driver version | source hash | build options". The file holds a
  * magic, the full key (checked on load, so a hash collision cannot load a wrong binary), the
  * binary and a checksum of the binary. Any failure to write is ignored; an entry that does not
@@ -63,39 +63,41 @@ typedef struct build_fallback {
     bool dot8_off, mma_off;
 } build_fallback;
 
-/* Whether TERN_OPENCL_OPTIONS sets DOT8 or MMA itself (the user's choice: no fallback). */
+/* Whether opencl.build_options sets DOT8 or MMA itself (the user's choice: no fallback). */
 typedef struct build_given {
     bool dot8, mma;
 } build_given;
 
-/* The default MMA from TERN_OPENCL_MMA and the device, with the reason it is off in
- * cl->mma_state (left empty where tensor cores were never in question). */
-static tern_status mma_default(tern_cl *cl, bool nv, int *out, tern_error *err) {
-    const char *env = getenv("TERN_OPENCL_MMA");
+/* The default MMA from opencl.mma and the device, with the reason it is off in cl->mma_state
+ * (left empty where tensor cores were never in question). */
+static tern_status mma_default(tern_cl *cl, tern_opencl_mma mode, bool nv, int *out, tern_error *err) {
     const int cc = cl->info.nv_compute;
     cl->mma_state[0] = '\0';
     *out = 0;
-    if (env && !strcmp(env, "0")) {
-        snprintf(cl->mma_state, sizeof cl->mma_state, "off (TERN_OPENCL_MMA=0)");
-    } else if (env && !strcmp(env, "1")) {
+    if (mode == TERN_OPENCL_MMA_OFF) {
+        snprintf(cl->mma_state, sizeof cl->mma_state, "off (opencl.mma off)");
+    } else if (mode == TERN_OPENCL_MMA_ON) {
         *out = nv ? 2 : 1; /* forced: mma.sync on any NVIDIA GPU, the portable kernel elsewhere */
-    } else if (env && env[0] && strcmp(env, "auto")) {
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "TERN_OPENCL_MMA is 0, 1 or auto, not '%s'", env);
+    } else if (mode != TERN_OPENCL_MMA_AUTO) {
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "opencl.mma is TERN_OPENCL_MMA_AUTO, _OFF or _ON, not %d", (int)mode);
     } else if (nv && cc >= 80) {
         *out = 2;
     } else if (nv && cc) {
         snprintf(cl->mma_state, sizeof cl->mma_state,
-                 "off: compute capability %d.%d (mma.sync f16 needs 8.0; TERN_OPENCL_MMA=1 tries it)", cc / 10,
+                 "off: compute capability %d.%d (mma.sync f16 needs 8.0; opencl.mma on tries it)", cc / 10,
                  cc % 10);
     } else if (nv) {
         snprintf(cl->mma_state, sizeof cl->mma_state,
-                 "off: unknown compute capability (TERN_OPENCL_MMA=1 tries mma.sync)");
+                 "off: unknown compute capability (opencl.mma on tries mma.sync)");
     }
     return TERN_OK;
 }
 
-static tern_status resolve_tunables(tern_cl *cl, const char *extra, build_fallback off, build_given *given,
-                                    char *defines, size_t cap, tern_error *err) {
+static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, build_fallback off,
+                                    build_given *given, char *defines, size_t cap, tern_error *err) {
+    const char *extra = p->build_options;
+    *given = (build_given){false, false}; /* before any refusal: the caller reads it either way */
     tern_cl_tunables *t = &cl->tune;
     const size_t max_wg = cl->info.max_work_group;
     /* Defaults suit current GPUs; small work-group limits (some embedded GPUs) shrink them. */
@@ -106,14 +108,17 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, build_fallba
      * 128 x 128 prefill tiles of 8 x 8 per work-item (22-24 TFLOP/s on an H200 against 18 for
      * 64 x 64 of 4 x 4). Elsewhere the portable, unmeasured-safe defaults. */
     const bool nv = tern_cl_nvidia_gpu(&cl->info) && max_wg >= 256 && cl->info.local_mem >= 32768;
-    /* TERN_OPENCL_DEFAULT_DOT8 replaces the device's default DOT8 (tests of the fallback on
-     * devices whose default is 0; -DDOT8= in TERN_OPENCL_OPTIONS is the user's choice, kept) */
-    const char *dot8_env = getenv("TERN_OPENCL_DEFAULT_DOT8");
-    const int dot8_default = dot8_env && dot8_env[0] >= '0' && dot8_env[0] <= '2' && !dot8_env[1]
-                                 ? dot8_env[0] - '0'
-                                 : nv ? 2 : 0;
+    /* opencl.default_products replaces the device's default DOT8 (tests of the fallback on
+     * devices whose default is 0; -DDOT8= in opencl.build_options is the user's choice, kept) */
+    if (p->default_products < TERN_OPENCL_PRODUCTS_AUTO || p->default_products > TERN_OPENCL_PRODUCTS_DP4A)
+        return tern_error_set(
+            err, TERN_ERR_INVALID_ARG,
+            "opencl.default_products is TERN_OPENCL_PRODUCTS_AUTO, _F32, _INT8 or _DP4A, not %d",
+            (int)p->default_products);
+    const int dot8_default =
+        p->default_products == TERN_OPENCL_PRODUCTS_AUTO ? (nv ? 2 : 0) : (int)p->default_products - 1;
     int mma = 0;
-    tern_status st = mma_default(cl, nv, &mma, err);
+    tern_status st = mma_default(cl, p->mma, nv, &mma, err);
     if (st != TERN_OK)
         return st;
     tunable list[] = {
@@ -139,12 +144,11 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, build_fallba
     };
     size_t used = 0;
     defines[0] = '\0';
-    *given = (build_given){false, false};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         int found = find_define(extra, list[i].name, list[i].min, list[i].max, list[i].value);
         if (found < 0)
             return tern_error_set(err, TERN_ERR_INVALID_ARG,
-                                  "TERN_OPENCL_OPTIONS: -D%s needs an integer in %d..%d", list[i].name,
+                                  "opencl.build_options: -D%s needs an integer in %d..%d", list[i].name,
                                   list[i].min, list[i].max);
         if (found && list[i].value == &t->dot8)
             given->dot8 = true;
@@ -161,7 +165,7 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, build_fallba
             return tern_error_set(err, TERN_ERR_INVALID_ARG, "%s=%d must be a power of two", list[i].name, v);
     }
     if (given->mma && t->mma == 0)
-        snprintf(cl->mma_state, sizeof cl->mma_state, "off (-DMMA=0 in TERN_OPENCL_OPTIONS)");
+        snprintf(cl->mma_state, sizeof cl->mma_state, "off (-DMMA=0 in opencl.build_options)");
     const int mm_threads = (t->mm_tn / t->mm_wn) * (t->mm_tm / t->mm_wm);
     if (t->mm_tn % t->mm_wn || t->mm_tm % t->mm_wm || t->mm_tn > mm_threads)
         return tern_error_set(err, TERN_ERR_INVALID_ARG,
@@ -191,14 +195,8 @@ static tern_status resolve_tunables(tern_cl *cl, const char *extra, build_fallba
 
 /* ---- the cache ---- */
 
-static bool cache_path(uint64_t key_hash, char *out, size_t cap) {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char dir[768];
-    if (xdg && xdg[0] == '/')
-        snprintf(dir, sizeof dir, "%s/tern", xdg);
-    else if (home && home[0])
-        snprintf(dir, sizeof dir, "%s/.cache/tern", home);
-    else
+static bool cache_path(const char *dir, uint64_t key_hash, char *out, size_t cap) {
+    if (!dir || !dir[0])
         return false;
     return snprintf(out, cap, "%s/opencl-%016llx.bin", dir, (unsigned long long)key_hash) < (int)cap;
 }
@@ -314,15 +312,16 @@ static void drop_program(tern_cl *cl) {
 }
 
 /* One build (or cache load) with the tunables resolved (off, given: as in resolve_tunables). */
-static tern_status build_program(tern_cl *cl, build_fallback off, build_given *given, tern_error *err) {
-    const char *extra = getenv("TERN_OPENCL_OPTIONS");
+static tern_status build_program(tern_cl *cl, const tern_opencl_params *p, build_fallback off,
+                                 build_given *given, tern_error *err) {
+    const char *extra = p->build_options;
     char defines[600], options[1400];
-    tern_status st = resolve_tunables(cl, extra, off, given, defines, sizeof defines, err);
+    tern_status st = resolve_tunables(cl, p, off, given, defines, sizeof defines, err);
     if (st != TERN_OK)
         return st;
     if (snprintf(options, sizeof options, "-cl-std=CL1.2%s %s", defines, extra ? extra : "") >=
         (int)sizeof options)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "TERN_OPENCL_OPTIONS is too long");
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "opencl.build_options is too long");
 
     uint64_t src_hash = FNV_START;
     for (int i = 0; i < tern_cl_n_sources; i++)
@@ -330,7 +329,7 @@ static tern_status build_program(tern_cl *cl, build_fallback off, build_given *g
     char key[1800], path[1024];
     snprintf(key, sizeof key, "%s|%s|%s|%016llx|%s", cl->info.name, cl->info.driver, cl->info.version,
              (unsigned long long)src_hash, options);
-    const bool cacheable = cache_path(fnv1a(FNV_START, key, strlen(key)), path, sizeof path);
+    const bool cacheable = cache_path(p->cache_dir, fnv1a(FNV_START, key, strlen(key)), path, sizeof path);
     snprintf(cl->cache_file, sizeof cl->cache_file, "%s", cacheable ? path : "");
     snprintf(cl->cache_key, sizeof cl->cache_key, "%s", key);
 
@@ -377,19 +376,19 @@ static bool can_fall_back(tern_status st, bool given, int value) {
     return st == TERN_ERR_BACKEND && !given && value != 0;
 }
 
-tern_status tern_cl_build_program(tern_cl *cl, tern_error *err) {
+tern_status tern_cl_build_program(tern_cl *cl, const tern_opencl_params *p, tern_error *err) {
     build_given given;
     build_fallback off = {false, false};
     tern_error first = {0};
-    tern_status st = build_program(cl, off, &given, &first);
+    tern_status st = build_program(cl, p, off, &given, &first);
     /* The tensor-core kernels did not build (a driver that rejects mma.sync, say): without them,
      * the reason in the mma state (set last: every build resets it). */
-    char mma_why[400] = "";
+    char mma_why[sizeof cl->mma_state] = "";
     if (can_fall_back(st, given.mma, cl->tune.mma)) {
-        snprintf(mma_why, sizeof mma_why, "off: the mma kernels did not build: %.360s", first.message);
+        snprintf(mma_why, sizeof mma_why, "off: the mma kernels did not build: %s", first.message);
         off.mma_off = true;
         first = (tern_error){0};
-        st = build_program(cl, off, &given, &first);
+        st = build_program(cl, p, off, &given, &first);
     }
     if (can_fall_back(st, given.dot8, cl->tune.dot8)) {
         /* The default int8 products did not build (a driver that takes no inline PTX, say): the
@@ -398,7 +397,7 @@ tern_status tern_cl_build_program(tern_cl *cl, tern_error *err) {
         snprintf(why, sizeof why, "%.190s", first.message);
         off.dot8_off = true;
         first = (tern_error){0};
-        if ((st = build_program(cl, off, &given, &first)) == TERN_OK) {
+        if ((st = build_program(cl, p, off, &given, &first)) == TERN_OK) {
             const size_t n = strlen(cl->origin);
             snprintf(cl->origin + n, sizeof cl->origin - n,
                      "; f32 products, the int8 ones did not build: %.160s", why);

@@ -51,8 +51,8 @@ const char *tern_cl_status_name(cl_int status) {
     return "an OpenCL error";
 }
 
-tern_status tern_cl_api_load(tern_cl_api *api, tern_error *err) {
-    const char *forced = getenv("TERN_OPENCL_LIBRARY");
+tern_status tern_cl_api_load(tern_cl_api *api, const char *library, tern_error *err) {
+    const char *forced = library;
     const char *names[] = {"libOpenCL.so.1", "libOpenCL.so"};
     void *lib = NULL;
     if (forced && forced[0])
@@ -233,10 +233,11 @@ static tern_status walk_devices(const tern_cl_api *api, int want, tern_cl_device
     return TERN_OK;
 }
 
-tern_status tern_cl_list_devices(tern_cl_device_info *out, int cap, int *n_out, tern_error *err) {
+tern_status tern_cl_list_devices(const char *library, tern_cl_device_info *out, int cap, int *n_out,
+                                 tern_error *err) {
     tern_cl_api api;
     *n_out = 0;
-    tern_status st = tern_cl_api_load(&api, err);
+    tern_status st = tern_cl_api_load(&api, library, err);
     if (st != TERN_OK)
         return st;
     st = walk_devices(&api, -1, out, cap, n_out, NULL, NULL, err);

@@ -46,37 +46,23 @@ typedef struct tern_cl_device_info {
 #define TERN_CL_MAX_DEVICES 32
 
 /* Every device of every platform, in platform order. TERN_ERR_BACKEND with the reason when there
- * is no runtime ("libOpenCL.so.1 not found") or no platform. TERN_OPENCL_LIBRARY names another
- * loader library (tests use a missing one). */
-tern_status tern_cl_list_devices(tern_cl_device_info *out, int cap, int *n_out, tern_error *err);
+ * is no runtime ("libOpenCL.so.1 not found") or no platform. `library` names the loader library
+ * to open (tern_opencl_params.library; tests use a missing one); NULL: libOpenCL.so.1. */
+tern_status tern_cl_list_devices(const char *library, tern_cl_device_info *out, int cap, int *n_out,
+                                 tern_error *err);
 
 /* ---- one device ---- */
 
 typedef struct tern_cl tern_cl;
 
-/* How prefill products (m >= tern_cl_gemm_min_m tokens) run: our tiled kernel reading quantized
- * weights, or CLBlast SGEMM on dequantized weight tiles. AUTO: CLBlast on GPUs when it loads. */
-typedef enum tern_cl_gemm_path {
-    TERN_CL_GEMM_AUTO = 0,
-    TERN_CL_GEMM_TILED = 1,
-    TERN_CL_GEMM_CLBLAST = 2
-} tern_cl_gemm_path;
-
-/* Opens device `index` and builds the program. Environment (docs/opencl.md):
- *   TERN_OPENCL_OPTIONS  extra build options; -DNAME=value overrides a tunable (MV_ROWS, ...)
- *   TERN_OPENCL_GEMM     tiled | clblast | auto
- *   TERN_OPENCL_GEMM_MIN_M the smallest batch that takes the prefill path (default 129 with
- *                          dp4a products, else 8)
- *   TERN_OPENCL_MMA      prefill products on tensor cores (matmul_mma.cl): 0 off, 1 on wherever
- *                        they build and pass their self-test (NVIDIA's mma.sync on any NVIDIA
- *                        GPU, the portable emulation elsewhere: tests), unset: on NVIDIA GPUs of
- *                        sm_80 and later
- *   TERN_OPENCL_SPLIT      bytes: split weights at this size rather than at the device's
- *                          allocation limit (tests of split weights on a device without one)
- *   TERN_OPENCL_FAIL_AFTER n: the n-th kernel launch fails (tests of the CPU fallback)
- * The compiled program is cached in $XDG_CACHE_HOME/tern (or ~/.cache/tern); a cache that
- * cannot be written is skipped silently and a corrupt entry is rebuilt. */
-tern_status tern_cl_create(int index, tern_cl **out, tern_error *err);
+/* Opens device `index` and builds the program with the settings of `params` (tern.h's
+ * tern_opencl_params, borrowed for the call; NULL: every default): build options and tunables,
+ * the prefill path, the tensor-core kernels, the decode products' default, the split size, the
+ * injected failure of tests, profiling. The compiled program is cached in params->cache_dir (none
+ * when NULL); a cache that cannot be written is skipped silently and a corrupt entry is rebuilt.
+ * `log` (may be NULL: silent) gets the profile table when the handle is freed. */
+tern_status tern_cl_create(int index, const tern_opencl_params *params, const tern_logger *log, tern_cl **out,
+                           tern_error *err);
 void tern_cl_free(tern_cl *cl);
 
 const tern_cl_device_info *tern_cl_device(const tern_cl *cl);
@@ -85,7 +71,7 @@ const char *tern_cl_program_origin(const tern_cl *cl);
 const char *tern_cl_gemm_name(const tern_cl *cl);
 /* Whether prefill products run on tensor cores (matmul_mma), and why they do or do not: "on
  * (f16 mma.sync, self-test passed)", "off: the self-test failed (...)", ...; "" when they were
- * never tried (TERN_OPENCL_MMA unset on a device without them). */
+ * never tried (opencl.mma AUTO on a device without them). */
 bool tern_cl_mma_on(const tern_cl *cl);
 const char *tern_cl_mma_state(const tern_cl *cl);
 /* How decode products over quantized weights multiply (the DOT8 tunable): "f32", or x rounded
@@ -93,7 +79,7 @@ const char *tern_cl_mma_state(const tern_cl *cl);
 const char *tern_cl_products_name(const tern_cl *cl);
 /* Choose the prefill path and the smallest batch that uses it (smaller ones use the matvec
  * kernel once per token). Returns TERN_ERR_UNSUPPORTED when CLBlast is asked for and absent. */
-tern_status tern_cl_set_gemm(tern_cl *cl, tern_cl_gemm_path path, int64_t min_m, tern_error *err);
+tern_status tern_cl_set_gemm(tern_cl *cl, tern_opencl_gemm path, int64_t min_m, tern_error *err);
 int64_t tern_cl_gemm_min_m(const tern_cl *cl);
 /* Device memory allocated through this handle, in bytes. */
 uint64_t tern_cl_memory_used(const tern_cl *cl);
@@ -101,7 +87,7 @@ uint64_t tern_cl_memory_used(const tern_cl *cl);
 /* Wait for the queue; return (and clear) the first failure since the last call. */
 tern_status tern_cl_finish(tern_cl *cl, tern_error *err);
 
-/* With TERN_OPENCL_PROFILE=1: the device time (OpenCL profiling events, ns) and the number of
+/* With opencl.profile: the device time (OpenCL profiling events, ns) and the number of
  * kernel launches finished so far, every kernel together; false when not profiling. Read after
  * tern_cl_finish; differences over a stretch of launches give their time on the device alone,
  * without the launch cost. */

@@ -58,7 +58,7 @@ static bool params_valid(const tern_sampler_params *p) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader r = {data, size, 0};
-    tern_sampler_params p;
+    tern_sampler_params p = tern_sampler_default_params();
     p.temperature = take_f32(&r);
     take(&r, &p.top_k, sizeof p.top_k);
     p.top_p = take_f32(&r);

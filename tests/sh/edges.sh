@@ -257,7 +257,7 @@ refused "kbench --isa sse9: refused by name" 2 "sse9"
 if ! "$TERN" info --devices 2>&1 | grep -q "no OpenCL platform"; then
     TERN_OPENCL_ANY_DEVICE=1 TERN_OPENCL_SPLIT=1 XDG_CACHE_HOME=$tmp/cache run 120 "$TERN" run -m "$MODEL" -p hi -n 2 -t 1 \
         --backend opencl
-    refused "TERN_OPENCL_SPLIT=1: the split size is named" 1 "over the split size TERN_OPENCL_SPLIT (1 bytes)"
+    refused "TERN_OPENCL_SPLIT=1: the split size is named" 1 "over the split size opencl.split_bytes (1 bytes)"
     grep -q "ulimit" "$tmp/err" && fail "TERN_OPENCL_SPLIT=1 is blamed on ulimit"
 fi
 

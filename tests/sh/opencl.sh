@@ -71,7 +71,7 @@ expect_says "forced OpenCL runs" 0 "backend  opencl (" "$TERN" "${run[@]}" --bac
 mkdir -p "$tmp/no-icd"
 expect_says "no ICD, auto: the CPU with the reason" 0 "auto: no OpenCL platform" \
     env OCL_ICD_VENDORS="$tmp/no-icd" "$TERN" "${run[@]}"
-expect_says "no ICD, forced: one line and exit 1" 1 "--backend opencl: no OpenCL platform" \
+expect_says "no ICD, forced: one line and exit 1" 1 "backend opencl: no OpenCL platform .*; --backend auto falls back to the CPU" \
     env OCL_ICD_VENDORS="$tmp/no-icd" "$TERN" "${run[@]}" --backend opencl
 expect_says "no runtime library, auto: the CPU with the reason" 0 "auto: no OpenCL platform (/nonexistent/libOpenCL.so.1 not found)" \
     env TERN_OPENCL_LIBRARY=/nonexistent/libOpenCL.so.1 "$TERN" "${run[@]}"

@@ -141,6 +141,7 @@ run 60 "$TERN" run -m "$f" -p "Once upon a time" -n 8 -t 1 --check-numerics
 failed_last "27: --check-numerics names the tensor and the layer" "non-finite value (nan) in the output of blk.1.ffn_down.weight of layer 1"
 run 60 "$TERN" run -m "$f" -p "Once upon a time" -n 8 -t 1
 failed_last "27: without the flag: still an error, no text" "non-finite value (nan) in the output head's input"
+failed_last "27: without the flag: the library's hint and the flag that sets it" "(check_numerics names the layer); --check-numerics sets it"
 
 # 29: a NaN or inf scale in a quantized block (Q4_K, Q6_K; the output head's too): --check-numerics
 # names the tensor whose product went non-finite, and the OpenCL backend (PoCL's CPU device here)
@@ -153,7 +154,8 @@ for name in 27-nan-weight $(cut -f1 "$tmp/manifest" | grep '^29-'); do
     [ "$name" = 27-nan-weight ] && word="in the output of blk.1.ffn_down.weight of layer 1"
     run 60 "$TERN" run -m "$f" -p "Once upon a time" -n 4 -t 1 --backend cpu --check-numerics
     failed_last "$name: --check-numerics on the CPU names '$word'" "$word"
-    grep -q "run with --check-numerics" "$tmp/err" && fail "$name: the hint to turn on --check-numerics, which is on"
+    grep -q "check_numerics names the layer\|--check-numerics sets it" "$tmp/err" &&
+        fail "$name: the hint to turn on --check-numerics, which is on"
     cpu_says=$(tail -1 "$tmp/err")
     if [ $have_opencl = 1 ]; then
         TERN_OPENCL_ANY_DEVICE=1 XDG_CACHE_HOME=$tmp/cache run 120 "$TERN" run -m "$f" -p "Once upon a time" -n 4 -t 1 \

@@ -1,0 +1,169 @@
+/*
+ * The contracts of tern.h that are not about a model's numbers: the version functions agree with
+ * the header, the parameter structs' struct_size is checked, the library is silent without a log
+ * callback and says what it has to say through one.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tern.h"
+
+static void test_version(void **state) {
+    (void)state;
+    assert_string_equal(tern_version(), TERN_VERSION);
+    assert_int_equal(tern_version_number(), TERN_VERSION_NUMBER);
+    int major = -1, minor = -1, patch = -1, end = 0;
+    assert_int_equal(sscanf(tern_version(), "%d.%d.%d%n", &major, &minor, &patch, &end), 3);
+    assert_int_equal((size_t)end, strlen(tern_version())); /* "X.Y.Z" and nothing after */
+    assert_true(minor < 100 && patch < 100);
+    assert_int_equal(tern_version_number(), major * 10000 + minor * 100 + patch);
+}
+
+#define MODEL "tests/golden/tiny-q4km.gguf"
+#define PHONE "tests/data/sysroot/phone-1-3-4" /* MemAvailable: 5937120 kB */
+
+static void expect_refused(tern_status st, const tern_error *err, const char *words) {
+    if (st != TERN_ERR_INVALID_ARG || !strstr(err->message, words))
+        fail_msg("expected INVALID_ARG naming '%s', got %d: %s", words, st, err->message);
+}
+
+/* Every parameter struct: its default's struct_size is the size of the struct; 0 and a size no
+ * layout has are refused with the struct and its initialiser named. */
+static void test_params_struct_size(void **state) {
+    (void)state;
+    tern_error err = {0};
+    tern_model *m = NULL;
+    tern_model_params mp = tern_model_default_params();
+    assert_int_equal(mp.struct_size, sizeof mp);
+    mp.struct_size = 0;
+    expect_refused(tern_model_load_with_params(MODEL, &mp, &m, &err), &err,
+                   "tern_model_params.struct_size is 0: start from tern_model_default_params()");
+    assert_null(m);
+    mp.struct_size = sizeof mp + 8; /* a later header's struct: unknown here */
+    expect_refused(tern_model_load_with_params(MODEL, &mp, &m, &err), &err,
+                   "tern_model_params.struct_size is");
+    assert_int_equal(tern_model_load_with_params(MODEL, NULL, &m, &err), TERN_OK);
+
+    tern_context_params cp = tern_context_default_params();
+    assert_int_equal(cp.struct_size, sizeof cp);
+    cp.backend = TERN_BACKEND_CPU;
+    cp.n_threads = 1;
+    cp.n_ctx = 16;
+    tern_context *c = NULL;
+    cp.struct_size = 0;
+    expect_refused(tern_context_create(m, &cp, &c, &err), &err,
+                   "tern_context_params.struct_size is 0: start from tern_context_default_params()");
+    cp.struct_size = 3;
+    expect_refused(tern_context_create(m, &cp, &c, &err), &err, "struct_size is 3");
+    assert_null(c);
+    cp.struct_size = sizeof cp;
+    assert_int_equal(tern_context_create(m, &cp, &c, &err), TERN_OK);
+
+    tern_sampler_params sp = tern_sampler_default_params();
+    assert_int_equal(sp.struct_size, sizeof sp);
+    tern_sampler *s = NULL;
+    sp.struct_size = 0;
+    expect_refused(tern_sampler_create(&sp, 32, &s, &err), &err, "tern_sampler_params.struct_size is 0");
+    assert_null(s);
+    sp.struct_size = sizeof sp;
+    sp.temperature = 0;
+    assert_int_equal(tern_sampler_create(&sp, (int)tern_model_n_vocab(m), &s, &err), TERN_OK);
+
+    tern_generate_params gp = tern_generate_default_params();
+    assert_int_equal(gp.struct_size, sizeof gp);
+    gp.max_tokens = 1;
+    gp.struct_size = 0;
+    tern_generate_stats gs;
+    const int32_t prompt[] = {1};
+    expect_refused(tern_generate(c, s, prompt, 1, &gp, &gs, &err), &err,
+                   "tern_generate_params.struct_size is 0");
+    assert_int_equal(tern_context_position(c), 0); /* refused before any work */
+    gp.struct_size = sizeof gp;
+    assert_int_equal(tern_generate(c, s, prompt, 1, &gp, &gs, &err), TERN_OK);
+
+    /* the info structs say how much the library filled */
+    tern_model_info mi;
+    tern_context_info ci;
+    memset(&mi, 0xff, sizeof mi);
+    memset(&ci, 0xff, sizeof ci);
+    tern_model_get_info(m, &mi);
+    tern_context_get_info(c, &ci);
+    assert_int_equal(mi.struct_size, sizeof mi);
+    assert_int_equal(ci.struct_size, sizeof ci);
+    tern_model_get_info(NULL, &mi);
+    assert_int_equal(mi.struct_size, sizeof mi);
+    tern_sampler_free(s);
+    tern_context_free(c);
+    tern_model_free(m);
+}
+
+/* tern_model_params.sysroot is where the model and its contexts read the machine: the memory plan
+ * counts the fake phone's MemAvailable, and the library reads no TERN_SYSROOT. */
+static void test_model_sysroot(void **state) {
+    (void)state;
+    tern_error err = {0};
+    tern_model *m = NULL;
+    tern_model_params mp = tern_model_default_params();
+    char root[64];
+    snprintf(root, sizeof root, "%s", PHONE);
+    mp.sysroot = root;
+    assert_int_equal(tern_model_load_with_params(MODEL, &mp, &m, &err), TERN_OK);
+    root[0] = '\0'; /* copied at load */
+    tern_memory_plan plan;
+    tern_model_plan_memory(m, 64, 0, &plan);
+    assert_int_equal(plan.available, 5937120ull * 1024);
+    tern_model_free(m);
+
+    setenv("TERN_SYSROOT", PHONE, 1);
+    assert_int_equal(tern_model_load(MODEL, &m, &err), TERN_OK);
+    tern_model_plan_memory(m, 64, 0, &plan);
+    assert_true(plan.available != 5937120ull * 1024); /* the real machine's */
+    unsetenv("TERN_SYSROOT");
+    tern_model_free(m);
+}
+
+/* A context on the CPU has nothing to say: its log callback is never called. */
+static int log_calls;
+static void count_log(void *user, int level, const char *msg) {
+    (void)user;
+    (void)level;
+    (void)msg;
+    log_calls++;
+}
+
+static void test_cpu_context_silent(void **state) {
+    (void)state;
+    tern_error err = {0};
+    tern_model *m = NULL;
+    assert_int_equal(tern_model_load(MODEL, &m, &err), TERN_OK);
+    tern_context_params cp = tern_context_default_params();
+    cp.backend = TERN_BACKEND_CPU;
+    cp.n_threads = 1;
+    cp.n_ctx = 16;
+    cp.log_fn = count_log;
+    tern_context *c = NULL;
+    assert_int_equal(tern_context_create(m, &cp, &c, &err), TERN_OK);
+    const int32_t tokens[] = {1, 2, 3};
+    assert_int_equal(tern_eval(c, tokens, 3, &err), TERN_OK);
+    tern_context_free(c);
+    tern_model_free(m);
+    assert_int_equal(log_calls, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_params_struct_size),
+        cmocka_unit_test(test_model_sysroot),
+        cmocka_unit_test(test_cpu_context_silent),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
