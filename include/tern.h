@@ -253,7 +253,7 @@ typedef struct tern_opencl_params {
     const char *cache_dir;
     tern_opencl_gemm gemm;
     int64_t gemm_min_m; /* the smallest batch taking the prefill path (>= 2); 0: 129 with dp4a
-                         * products, else 8 */
+                         * products (64 with them and the tensor-core GEMM), else 8 */
     tern_opencl_mma mma;
     tern_opencl_products default_products;
     uint64_t split_bytes; /* weights are split into parts of at most this; 0: the device's
