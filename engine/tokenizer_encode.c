@@ -60,7 +60,7 @@ tern_status tern_tok_reserve_cps(tern_tok_scratch *sc, size_t n, tern_error *err
     return st;
 }
 
-static void scratch_free(tern_tok_scratch *sc) {
+void tern_tok_scratch_free(tern_tok_scratch *sc) {
     free(sc->sym);
     free(sc->heap);
     free(sc->buf);
@@ -207,7 +207,7 @@ static tern_status encode(const tern_tokenizer *t, const char *text, size_t len,
     }
     if (st == TERN_OK && len > frag)
         st = encode_fragment(t, text + frag, len - frag, after_special, &sc, sink, err);
-    scratch_free(&sc);
+    tern_tok_scratch_free(&sc);
     return st;
 }
 

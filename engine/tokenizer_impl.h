@@ -180,6 +180,8 @@ tern_status tern_tok_reserve_symbols(tern_tok_scratch *sc, size_t n, tern_error 
 tern_status tern_tok_reserve_buf(tern_tok_scratch *sc, size_t n, tern_error *err);
 /* Makes room for n code points (and n + 1 offsets). */
 tern_status tern_tok_reserve_cps(tern_tok_scratch *sc, size_t n, tern_error *err);
+/* Frees what the reserve calls allocated (sc itself is the caller's). */
+void tern_tok_scratch_free(tern_tok_scratch *sc);
 
 /* The model's rule for a pair of adjacent symbols: whether they may merge, with what priority
  * and into which token. */

@@ -288,15 +288,6 @@ static const tern_tok_pre pretok_kinds[N_PRE] = {
     TERN_PRE_DEEPSEEK_LLM, TERN_PRE_DEEPSEEK_CODER, TERN_PRE_GPT4O, TERN_PRE_TEKKEN,
 };
 
-static void free_scratch(tern_tok_scratch *sc) {
-    free(sc->sym);
-    free(sc->heap);
-    free(sc->buf);
-    free(sc->cps);
-    free(sc->cls);
-    free(sc->offs);
-}
-
 static void test_pretokenizers(void **state) {
     for (size_t c = 0; c < sizeof pretok_cases / sizeof pretok_cases[0]; c++) {
         for (size_t p = 0; p < N_PRE; p++) {
@@ -313,7 +304,7 @@ static void test_pretokenizers(void **state) {
             if (strcmp(l.buf, pretok_cases[c].words[p]) != 0)
                 fail_msg("case %zu, %s:\n got  %s\n want %s", c, tern_tok_bpe_pre_name(pretok_kinds[p]),
                          l.buf, pretok_cases[c].words[p]);
-            free_scratch(&sc);
+            tern_tok_scratch_free(&sc);
         }
     }
 }
@@ -450,7 +441,7 @@ static void test_pretokenizers_cover(void **state) {
         }
     }
     free(text);
-    free_scratch(&sc);
+    tern_tok_scratch_free(&sc);
 }
 
 int main(void) {
