@@ -364,7 +364,10 @@ int tern_cmd_chat(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
+    /* SA_RESTART: a Ctrl-C while an answer's write to the terminal blocks must not fail the
+     * write (EINTR: "cannot write to stdout", exit 1). The prompt still sees it: pselect in
+     * wait_for_input is never restarted, and the editor reads Ctrl-C as a key. */
+    sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, NULL);
     interrupts = 0;
     o.ctx.abort_flag = &interrupts;
