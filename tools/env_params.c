@@ -26,6 +26,26 @@ static long long env_number(const char *name) {
     return v ? strtoll(v, NULL, 10) : 0;
 }
 
+/* A variable that names one of n choices: *out takes its value (unset: left as it is); any
+ * other text is an error listing the choices ("NAME is a, b or c, not 'x'"). */
+static tern_status env_choice(const char *name, const char *const *names, const int *values, size_t n,
+                              int *out, tern_error *err) {
+    const char *v = env(name);
+    if (!v)
+        return TERN_OK;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v, names[i])) {
+            *out = values[i];
+            return TERN_OK;
+        }
+    char list[160] = "";
+    for (size_t i = 0, len = 0; i < n && len < sizeof list; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", sep, names[i]);
+    }
+    return tern_error_set(err, TERN_ERR_INVALID_ARG, "%s is %s, not '%s'", name, list, v);
+}
+
 const char *tern_env_sysroot(void) {
     return env("TERN_SYSROOT");
 }
@@ -59,16 +79,13 @@ tern_status tern_env_opencl_params(tern_opencl_params *p, tern_error *err) {
     if (env("TERN_OPENCL_OPTIONS"))
         p->build_options = env("TERN_OPENCL_OPTIONS");
     p->cache_dir = cache_dir();
-    const char *gemm = env("TERN_OPENCL_GEMM");
-    if (gemm && !strcmp(gemm, "tiled"))
-        p->gemm = TERN_OPENCL_GEMM_TILED;
-    else if (gemm && !strcmp(gemm, "clblast"))
-        p->gemm = TERN_OPENCL_GEMM_CLBLAST;
-    else if (gemm && !strcmp(gemm, "auto"))
-        p->gemm = TERN_OPENCL_GEMM_AUTO;
-    else if (gemm)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG,
-                              "TERN_OPENCL_GEMM is tiled, clblast or auto, not '%s'", gemm);
+    static const char *const gemm_names[] = {"tiled", "clblast", "auto"};
+    static const int gemm_values[] = {TERN_OPENCL_GEMM_TILED, TERN_OPENCL_GEMM_CLBLAST,
+                                      TERN_OPENCL_GEMM_AUTO};
+    int choice = (int)p->gemm;
+    if (env_choice("TERN_OPENCL_GEMM", gemm_names, gemm_values, 3, &choice, err) != TERN_OK)
+        return TERN_ERR_INVALID_ARG;
+    p->gemm = (tern_opencl_gemm)choice;
     const char *min_m = env("TERN_OPENCL_GEMM_MIN_M");
     if (min_m) {
         char *end = NULL;
@@ -79,15 +96,12 @@ tern_status tern_env_opencl_params(tern_opencl_params *p, tern_error *err) {
                                   "TERN_OPENCL_GEMM_MIN_M is a number of tokens, 2 or more, not '%s'", min_m);
         p->gemm_min_m = m;
     }
-    const char *mma = env("TERN_OPENCL_MMA");
-    if (mma && !strcmp(mma, "0"))
-        p->mma = TERN_OPENCL_MMA_OFF;
-    else if (mma && !strcmp(mma, "1"))
-        p->mma = TERN_OPENCL_MMA_ON;
-    else if (mma && !strcmp(mma, "auto"))
-        p->mma = TERN_OPENCL_MMA_AUTO;
-    else if (mma)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "TERN_OPENCL_MMA is 0, 1 or auto, not '%s'", mma);
+    static const char *const mma_names[] = {"0", "1", "auto"};
+    static const int mma_values[] = {TERN_OPENCL_MMA_OFF, TERN_OPENCL_MMA_ON, TERN_OPENCL_MMA_AUTO};
+    choice = (int)p->mma;
+    if (env_choice("TERN_OPENCL_MMA", mma_names, mma_values, 3, &choice, err) != TERN_OK)
+        return TERN_ERR_INVALID_ARG;
+    p->mma = (tern_opencl_mma)choice;
     /* the DOT8 value: 0 f32, 1 int8 portable, 2 dp4a; anything else leaves the device's */
     const char *dot8 = env("TERN_OPENCL_DEFAULT_DOT8");
     if (dot8 && dot8[0] >= '0' && dot8[0] <= '2' && !dot8[1])

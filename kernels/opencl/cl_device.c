@@ -67,7 +67,11 @@ const char *tern_cl_products_name(const tern_cl *cl) {
 }
 
 const char *tern_cl_gemm_name(const tern_cl *cl) {
-    return cl->gemm == TERN_OPENCL_GEMM_CLBLAST ? "clblast" : cl->mma ? "mma" : "tiled";
+    return tern_cl_mma_takes_prefill(cl) ? "mma" : cl->gemm == TERN_OPENCL_GEMM_CLBLAST ? "clblast" : "tiled";
+}
+
+bool tern_cl_mma_takes_prefill(const tern_cl *cl) {
+    return cl->mma && cl->gemm != TERN_OPENCL_GEMM_CLBLAST; /* CLBlast only where asked for */
 }
 
 bool tern_cl_mma_on(const tern_cl *cl) {

@@ -216,6 +216,8 @@ tern_status tern_cl_build_program(tern_cl *cl, const tern_opencl_params *params,
  * whose verdict is cached beside the program binary. Failures of the self-test, the device's
  * included, only turn it off. (cl_mma.c) */
 void tern_cl_mma_probe(tern_cl *cl);
+/* Whether a prefill product goes to matmul_mma: on, and CLBlast not asked for instead. */
+bool tern_cl_mma_takes_prefill(const tern_cl *cl);
 /* A prefill kernel's launch (matmul.cl's and matmul_mma.cl's arguments) over one part of w for m
  * tokens, in tiles of tile_rows x tile_tokens of `threads` work-items each. */
 void tern_cl_gemm_launch(tern_cl *cl, cl_kernel kernel, const char *name, const tern_cl_matrix *w,

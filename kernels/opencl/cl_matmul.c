@@ -208,7 +208,7 @@ void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, c
                            (uint64_t)rows * w->row_bytes + (uint64_t)(m * (w->k + rows)) * 4);
             continue;
         }
-        if (cl->mma && cl->gemm != TERN_OPENCL_GEMM_CLBLAST) { /* CLBlast only where asked for */
+        if (tern_cl_mma_takes_prefill(cl)) {
             tern_cl_matmul_mma(cl, w, part, x, m, y);
             continue;
         }
