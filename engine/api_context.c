@@ -305,10 +305,12 @@ void tern_context_free(tern_context *c) {
 }
 
 void tern_context_get_info(const tern_context *c, tern_context_info *info) {
-    if (info)
-        *info = c ? c->info : (tern_context_info){0};
-    if (info)
-        info->struct_size = sizeof *info;
+    if (!info)
+        return;
+    *info = c ? c->info : (tern_context_info){0};
+    info->struct_size = sizeof *info;
+    if (c && c->backend && c->backend->ops->launches)
+        info->launches = c->backend->ops->launches(c->backend);
 }
 
 tern_status tern_eval(tern_context *c, const int32_t *tokens, size_t n, tern_error *err) {

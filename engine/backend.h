@@ -52,6 +52,29 @@ typedef struct tern_rope_params {
  * it, so their rotations agree exactly. factors may be NULL. cs holds n_rot floats. */
 void tern_rope_cos_sin(int64_t pos, float base, float freq_scale, int64_t n_rot, const float *factors, float *cs);
 
+/* rope_store: the per-head norms (qwen3; NULL weights: none), the rotation of q (rope.n_head
+ * heads) and of k (n_head_kv heads) by rope, and the store of k and v at rope.pos0.. of a layer. */
+typedef struct tern_rope_store_params {
+    tern_rope_params rope;
+    int layer;
+    int64_t n_head_kv;
+    const tern_weight *q_norm, *k_norm;
+    float eps;
+} tern_rope_store_params;
+
+/* residual: h += scale * branch, the branch first normalized by branch_norm (gemma2's post-norms;
+ * NULL: not), then out = RMSNorm(h) * next_norm (the norm that reads the new stream; NULL: none,
+ * out unused). */
+typedef struct tern_residual_params {
+    int64_t width; /* floats per row */
+    const tern_weight *branch_norm;
+    float scale;
+    const tern_weight *next_norm;
+    float eps;
+} tern_residual_params;
+
+#define TERN_SHARED_MAX 3
+
 typedef struct tern_backend_ops {
     const char *name;
     /* True when matmul quantizes its input (CPU: Q8 blocks), which turns inf/NaN into finite
@@ -89,6 +112,27 @@ typedef struct tern_backend_ops {
     void (*add)(tern_backend *be, const tern_buf *x, int64_t n, float scale, tern_buf *y);
     /* Copy row `row` of src (width floats per row) to row 0 of dst. */
     void (*copy_row)(tern_backend *be, const tern_buf *src, int64_t row, int64_t width, tern_buf *dst);
+    /* y = cap * tanh(scale * y / cap) over n floats, or scale * y when cap is 0 (the logits of
+     * granite and gemma2, before they are read back). */
+    void (*softcap)(tern_backend *be, tern_buf *y, int64_t n, float scale, float cap);
+
+    /* The grouped and fused ops: what the forward pass does as one step, named so that a backend
+     * can run it as one (one quantization of a shared input, one launch instead of three). NULL:
+     * the generic form of engine/backend_fused.c, built from the primitives above. forward.c calls
+     * them through tern_be_* (backend_fused.h), never their primitives in a row.
+     * ys[i] = W_i x for n_w <= TERN_SHARED_MAX weights over one input (q, k, v; gate, up). */
+    void (*matmul_shared)(tern_backend *be, const tern_weight *const ws[], int n_w, const tern_buf *x, int64_t m,
+                          tern_buf *const ys[]);
+    /* out = act(W_gate x) * (W_up x) over m rows of n_out (both weights' rows); scratch holds m
+     * rows of W_up's outputs. */
+    void (*matmul_glu)(tern_backend *be, const tern_weight *gate, const tern_weight *up, const tern_buf *x,
+                       int64_t m, int64_t n_out, tern_activation act, tern_buf *scratch, tern_buf *out);
+    /* tern_residual_params over n_rows rows of h's width (branch may be overwritten). */
+    void (*residual)(tern_backend *be, tern_buf *branch, const tern_residual_params *p, int64_t n_rows,
+                     tern_buf *h, tern_buf *out);
+    /* tern_rope_store_params: q and k are changed in place. */
+    void (*rope_store)(tern_backend *be, tern_buf *q, tern_buf *k, const tern_buf *v,
+                       const tern_rope_store_params *p);
 
     /* Wait for queued work; return the first failure since the last call. */
     tern_status (*finish)(tern_backend *be, tern_error *err);
@@ -97,6 +141,9 @@ typedef struct tern_backend_ops {
 
     /* Bytes of device memory in use (weights, KV, scratch) for the start-up summary. */
     uint64_t (*memory_used)(const tern_backend *be);
+    /* Units of work handed to the device so far: kernel launches on a GPU, thread-pool jobs on
+     * the CPU (work run on the calling thread alone is not one). Per token, what fusion saves. */
+    uint64_t (*launches)(const tern_backend *be);
 } tern_backend_ops;
 
 struct tern_backend {

@@ -46,16 +46,11 @@ typedef struct cpu_backend {
     tern_kv_shape kv;
     uint16_t *k_cache, *v_cache;
 
-    /* Scratch: activations quantized to a dot format, grown on first use only. act_src, act_fmt,
-     * act_k and act_m say what act holds while act_valid: q/k/v (and gate/up) multiply the same
-     * input, which is quantized once. Every op that writes a buffer, and buffer creation and
-     * release (a new buffer may reuse a freed one's address), clears act_valid. */
+    /* Scratch: the input of a group of products quantized to their dot formats (at most two:
+     * Q8_K for the K-quants, Q8_0 for the 32-element types), grown on first use only. */
     uint8_t *act;
     size_t act_cap;
-    const float *act_src;
-    uint32_t act_fmt;
-    int64_t act_k, act_m;
-    bool act_valid;
+    uint64_t jobs; /* pool runs of more than one task: the backend's launches */
     /* Per-thread scratch: attention scores (n_ctx floats) and rope cos/sin (n_rot floats). */
     float *thread_scratch;
     int64_t thread_scratch_floats;
@@ -86,6 +81,12 @@ static void fail(cpu_backend *c, tern_status st, const char *msg) {
 static int tasks_for(const cpu_backend *c, int64_t n, int64_t min_units) {
     const int64_t t = n / (min_units > 0 ? min_units : 1);
     return t < 1 ? 1 : t < c->n_threads ? (int)t : c->n_threads;
+}
+
+/* Every pool run goes through here, so that launches() counts them. */
+static void run_tasks(cpu_backend *c, tern_threadpool_fn fn, void *arg, int n_tasks) {
+    c->jobs += n_tasks > 1;
+    tern_threadpool_run_tasks(c->pool, fn, arg, n_tasks);
 }
 
 /* Even split of [0, n) into nth ranges, rounded to `align` so SIMD kernels get whole groups. */
@@ -166,7 +167,6 @@ static void cpu_weight_free(tern_backend *be, tern_weight *w) {
 }
 
 static tern_status cpu_buf_create(tern_backend *be, int64_t n_floats, tern_buf **out, tern_error *err) {
-    cpu(be)->act_valid = false;
     tern_buf *b = calloc(1, sizeof *b);
     if (!b || n_floats <= 0 || (uint64_t)n_floats > SIZE_MAX / sizeof(float) ||
         !(b->data = aligned_alloc(64, ((size_t)n_floats * sizeof(float) + 63) & ~(size_t)63))) {
@@ -181,7 +181,6 @@ static tern_status cpu_buf_create(tern_backend *be, int64_t n_floats, tern_buf *
 }
 
 static void cpu_buf_free(tern_backend *be, tern_buf *b) {
-    cpu(be)->act_valid = false;
     if (b)
         free(b->data);
     free(b);
@@ -247,19 +246,35 @@ static void cpu_get_rows(tern_backend *be, const tern_weight *emb, const int32_t
             fail(c, TERN_ERR_INVALID_ARG, "token id out of range of the embedding table");
             return;
         }
-    c->act_valid = false;
     get_rows_task t = {c, emb, tokens, n, scale, out->data};
-    tern_threadpool_run_tasks(c->pool, get_rows_run, &t, tasks_for(c, n, 1));
+    run_tasks(c, get_rows_run, &t, tasks_for(c, n, 1));
 }
 
+/* One product of a group over a shared input: its weight, output and quantized input. */
+typedef struct product {
+    const tern_weight *w;
+    float *y;
+    const uint8_t *act;
+    size_t act_stride;
+} product;
+
+/* A group of products over one input x of m rows (matmul_shared, matmul_glu): the weights' rows
+ * side by side form one range that the tasks split, so the group is one pool run. With glu, the
+ * two products (gate, up) have equal rows and a task takes the same rows of both, then combines
+ * them: out = act(gate) * up, written over gate's output. */
 typedef struct matmul_task {
     cpu_backend *c;
-    const tern_weight *w;
     const float *x;
     int64_t m;
-    uint32_t dot_type;
-    size_t act_stride;
-    float *y;
+    int n_w;
+    product p[TERN_SHARED_MAX];
+    int64_t rows; /* the range the tasks split: every weight's rows, or gate's alone with glu */
+    bool glu;
+    tern_activation act;
+    /* the format being quantized (matmul_quantize_run) */
+    uint32_t fmt;
+    uint8_t *fmt_act;
+    size_t fmt_stride;
 } matmul_task;
 
 /* Row tasks of a matmul: up to MATMUL_TASKS_PER_THREAD per thread, so that a thread that started
@@ -273,59 +288,118 @@ typedef struct matmul_task {
 
 static void matmul_quantize_run(void *arg, int ith, int nth) {
     matmul_task *t = arg;
-    tern_quantize_act_fn q = t->c->kernels.quantize_act[t->dot_type];
+    tern_quantize_act_fn q = t->c->kernels.quantize_act[t->fmt];
+    const int64_t k = t->p[0].w->k;
     int64_t lo, hi;
     split_range(t->m, ith, nth, 1, &lo, &hi);
     for (int64_t i = lo; i < hi; i++)
-        q(t->x + i * t->w->k, t->c->act + (size_t)i * t->act_stride, t->w->k);
+        q(t->x + i * k, t->fmt_act + (size_t)i * t->fmt_stride, k);
+}
+
+/* Rows [lo, hi) of one product. */
+static void product_rows(const cpu_backend *c, const product *p, int64_t m, int64_t lo, int64_t hi) {
+    const tern_weight *w = p->w;
+    if (hi > lo)
+        c->kernels.gemm[w->type](w->k, w->data + (size_t)lo * w->row_bytes, w->row_bytes, hi - lo, p->act,
+                                 p->act_stride, m, p->y + lo, w->n_rows);
 }
 
 static void matmul_rows_run(void *arg, int ith, int nth) {
     matmul_task *t = arg;
     int64_t lo, hi;
-    split_range(t->w->n_rows, ith, nth, MATMUL_ROW_ALIGN, &lo, &hi);
-    if (hi > lo)
-        t->c->kernels.gemm[t->w->type](t->w->k, t->w->data + (size_t)lo * t->w->row_bytes, t->w->row_bytes,
-                                       hi - lo, t->c->act, t->act_stride, t->m, t->y + lo, t->w->n_rows);
+    split_range(t->rows, ith, nth, MATMUL_ROW_ALIGN, &lo, &hi);
+    if (t->glu) {
+        product_rows(t->c, &t->p[0], t->m, lo, hi);
+        product_rows(t->c, &t->p[1], t->m, lo, hi);
+        const int64_t n = t->p[0].w->n_rows;
+        for (int64_t i = 0; i < t->m && hi > lo; i++) {
+            float *g = t->p[0].y + i * n + lo;
+            (t->act == TERN_ACT_GELU ? t->c->kernels.gelu_mul : t->c->kernels.silu_mul)(hi - lo, g,
+                                                                                       t->p[1].y + i * n + lo, g);
+        }
+        return;
+    }
+    int64_t first = 0; /* of weight j in the range */
+    for (int j = 0; j < t->n_w; first += t->p[j].w->n_rows, j++) {
+        const int64_t a = lo > first ? lo - first : 0, b = hi - first;
+        product_rows(t->c, &t->p[j], t->m, a, b < t->p[j].w->n_rows ? b : t->p[j].w->n_rows);
+    }
 }
 
-static void cpu_matmul(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m, tern_buf *y) {
-    cpu_backend *c = cpu(be);
-    if (c->failed)
-        return;
-    matmul_task t = {c, w, x->data, m, tern_dot_format(w->type), tern_dot_row_bytes(w->type, w->k), y->data};
-    const bool reuse =
-        c->act_valid && c->act_src == x->data && c->act_fmt == t.dot_type && c->act_k == w->k && c->act_m == m;
-    if (!reuse) {
-        size_t need = t.act_stride * (size_t)m;
-        if (need > c->act_cap) { /* first batch of this size only: later calls reuse it */
-            free(c->act);
-            c->act = aligned_alloc(64, (need + 63) & ~(size_t)63);
-            c->act_cap = c->act ? need : 0;
-            if (!c->act) {
-                c->act_valid = false;
-                fail(c, TERN_ERR_NOMEM, "cannot allocate matmul scratch");
-                return;
-            }
+/* Quantizes x once per dot format the group's weights read (all of them have x's width). */
+static bool quantize_inputs(cpu_backend *c, matmul_task *t) {
+    size_t need = 0;
+    for (int j = 0; j < t->n_w; j++)
+        if (j == 0 || tern_dot_format(t->p[j].w->type) != tern_dot_format(t->p[0].w->type))
+            need += tern_dot_row_bytes(t->p[j].w->type, t->p[j].w->k) * (size_t)t->m;
+    if (need > c->act_cap) { /* the first batch of this size only: later calls reuse it */
+        free(c->act);
+        c->act = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        c->act_cap = c->act ? need : 0;
+        if (!c->act) {
+            fail(c, TERN_ERR_NOMEM, "cannot allocate matmul scratch");
+            return false;
         }
-        /* one row of 4096 quantizes in about a microsecond: rows are split 8 or more per task */
-        tern_threadpool_run_tasks(c->pool, matmul_quantize_run, &t, tasks_for(c, m, 8));
-        c->act_src = x->data, c->act_fmt = t.dot_type, c->act_k = w->k, c->act_m = m;
-        c->act_valid = true;
     }
-    const int64_t min_rows = m > 1 ? MATMUL_TASK_ROWS_PREFILL : MATMUL_TASK_ROWS_DECODE;
-    int64_t n_tasks = w->n_rows / min_rows;
+    uint8_t *at = c->act;
+    for (int j = 0; j < t->n_w; j++) {
+        product *p = &t->p[j];
+        p->act_stride = tern_dot_row_bytes(p->w->type, p->w->k);
+        const uint32_t fmt = tern_dot_format(p->w->type);
+        if (j > 0 && fmt == tern_dot_format(t->p[0].w->type)) {
+            p->act = t->p[0].act;
+            continue;
+        }
+        t->fmt = fmt, t->fmt_act = at, t->fmt_stride = p->act_stride;
+        p->act = at;
+        at += p->act_stride * (size_t)t->m;
+        /* one row of 4096 quantizes in about a microsecond: rows are split 8 or more per task */
+        run_tasks(c, matmul_quantize_run, t, tasks_for(c, t->m, 8));
+    }
+    return true;
+}
+
+static void run_products(cpu_backend *c, matmul_task *t) {
+    if (!quantize_inputs(c, t))
+        return;
+    const int64_t min_rows = (t->m > 1 ? MATMUL_TASK_ROWS_PREFILL : MATMUL_TASK_ROWS_DECODE) / (t->glu ? 2 : 1);
+    int64_t n_tasks = t->rows / min_rows;
     if (n_tasks > (int64_t)c->n_threads * MATMUL_TASKS_PER_THREAD)
         n_tasks = (int64_t)c->n_threads * MATMUL_TASKS_PER_THREAD;
     if (n_tasks < 1 || c->n_threads == 1)
         n_tasks = 1;
-    tern_threadpool_run_tasks(c->pool, matmul_rows_run, &t, (int)n_tasks);
-    if (y->data == c->act_src)
-        c->act_valid = false;
+    run_tasks(c, matmul_rows_run, t, (int)n_tasks);
+}
+
+static void cpu_matmul_shared(tern_backend *be, const tern_weight *const ws[], int n_w, const tern_buf *x,
+                              int64_t m, tern_buf *const ys[]) {
+    cpu_backend *c = cpu(be);
+    if (c->failed)
+        return;
+    matmul_task t = {.c = c, .x = x->data, .m = m, .n_w = n_w};
+    for (int j = 0; j < n_w; j++) {
+        t.p[j] = (product){.w = ws[j], .y = ys[j]->data};
+        t.rows += ws[j]->n_rows;
+    }
+    run_products(c, &t);
+}
+
+static void cpu_matmul(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m, tern_buf *y) {
+    cpu_matmul_shared(be, &w, 1, x, m, &y);
+}
+
+static void cpu_matmul_glu(tern_backend *be, const tern_weight *gate, const tern_weight *up, const tern_buf *x,
+                           int64_t m, int64_t n_out, tern_activation act, tern_buf *scratch, tern_buf *out) {
+    cpu_backend *c = cpu(be);
+    if (c->failed)
+        return;
+    matmul_task t = {.c = c, .x = x->data, .m = m, .n_w = 2, .rows = n_out, .glu = true, .act = act};
+    t.p[0] = (product){.w = gate, .y = out->data};
+    t.p[1] = (product){.w = up, .y = scratch->data};
+    run_products(c, &t);
 }
 
 static void cpu_add_bias(tern_backend *be, const tern_weight *b, int64_t m, tern_buf *y) {
-    cpu(be)->act_valid = false;
     const float *bias = (const float *)b->data;
     for (int64_t i = 0; i < m; i++)
         cpu(be)->kernels.add(b->k, bias, y->data + i * b->k);
@@ -353,10 +427,9 @@ static void cpu_rmsnorm(tern_backend *be, const tern_buf *x, const tern_weight *
     cpu_backend *c = cpu(be);
     if (c->failed)
         return;
-    c->act_valid = false;
     rows_task t = {c, x->data, (const float *)w->data, w->k, n_rows, eps, y->data};
     /* a row of a few thousand elements takes about a microsecond: 8 or more per task */
-    tern_threadpool_run_tasks(c->pool, rmsnorm_run, &t, tasks_for(c, n_rows * w->k, 8 * 4096));
+    run_tasks(c, rmsnorm_run, &t, tasks_for(c, n_rows * w->k, 8 * 4096));
 }
 
 typedef struct rope_task {
@@ -386,9 +459,8 @@ static void cpu_rope(tern_backend *be, tern_buf *x, const tern_rope_params *p) {
         fail(c, TERN_ERR_INVALID_ARG, "rope dimension too large for scratch");
         return;
     }
-    c->act_valid = false;
     rope_task t = {c, x->data, p};
-    tern_threadpool_run_tasks(c->pool, rope_run, &t, tasks_for(c, p->n_tokens, 2));
+    run_tasks(c, rope_run, &t, tasks_for(c, p->n_tokens, 2));
 }
 
 static void cpu_kv_store(tern_backend *be, int layer, const tern_buf *k, const tern_buf *v, int64_t pos0,
@@ -400,7 +472,6 @@ static void cpu_kv_store(tern_backend *be, int layer, const tern_buf *k, const t
         fail(c, TERN_ERR_CONTEXT_FULL, "KV cache position out of range");
         return;
     }
-    c->act_valid = false;
     const tern_kv_shape *s = &c->kv;
     uint16_t *kd = c->k_cache + ((size_t)layer * (size_t)s->n_ctx + (size_t)pos0) * (size_t)s->k_width;
     uint16_t *vd = c->v_cache + ((size_t)layer * (size_t)s->n_ctx + (size_t)pos0) * (size_t)s->v_width;
@@ -460,10 +531,9 @@ static void cpu_attention(tern_backend *be, const tern_buf *q, const tern_attn_p
         fail(c, TERN_ERR_CONTEXT_FULL, "attention past the end of the KV cache");
         return;
     }
-    c->act_valid = false;
     attn_task t = {c, q->data, p, out->data};
     int64_t runs;
-    tern_threadpool_run_tasks(c->pool, attention_run, &t, tasks_for(c, attn_jobs(p, &runs), 1));
+    run_tasks(c, attention_run, &t, tasks_for(c, attn_jobs(p, &runs), 1));
 }
 
 typedef struct ew_task {
@@ -471,8 +541,9 @@ typedef struct ew_task {
     const float *a, *b;
     float *y;
     int64_t n;
-    int op;      /* 0 silu-glu, 1 gelu-glu, 2 add */
-    float scale; /* of add */
+    int op;      /* 0 silu-glu, 1 gelu-glu, 2 add, 3 softcap of y */
+    float scale; /* of add and softcap */
+    float cap;   /* of softcap */
 } ew_task;
 
 /* Elementwise ops run in a few nanoseconds per element: a task gets at least this many. */
@@ -488,6 +559,8 @@ static void elementwise_run(void *arg, int ith, int nth) {
         t->c->kernels.silu_mul(hi - lo, t->a + lo, t->b + lo, t->y + lo);
     else if (t->op == 1)
         t->c->kernels.gelu_mul(hi - lo, t->a + lo, t->b + lo, t->y + lo);
+    else if (t->op == 3)
+        t->c->kernels.softcap(hi - lo, t->y + lo, t->scale, t->cap);
     else if (t->scale == 1.0f)
         t->c->kernels.add(hi - lo, t->a + lo, t->y + lo);
     else
@@ -499,22 +572,27 @@ static void cpu_glu(tern_backend *be, const tern_buf *gate, const tern_buf *up, 
     cpu_backend *c = cpu(be);
     if (c->failed)
         return;
-    c->act_valid = false;
-    ew_task t = {c, gate->data, up->data, out->data, n, act == TERN_ACT_GELU ? 1 : 0, 1.0f};
-    tern_threadpool_run_tasks(c->pool, elementwise_run, &t, tasks_for(c, n, EW_TASK_ELEMENTS));
+    ew_task t = {c, gate->data, up->data, out->data, n, act == TERN_ACT_GELU ? 1 : 0, 1.0f, 0.0f};
+    run_tasks(c, elementwise_run, &t, tasks_for(c, n, EW_TASK_ELEMENTS));
 }
 
 static void cpu_add(tern_backend *be, const tern_buf *x, int64_t n, float scale, tern_buf *y) {
     cpu_backend *c = cpu(be);
     if (c->failed)
         return;
-    c->act_valid = false;
-    ew_task t = {c, x->data, NULL, y->data, n, 2, scale};
-    tern_threadpool_run_tasks(c->pool, elementwise_run, &t, tasks_for(c, n, EW_TASK_ELEMENTS));
+    ew_task t = {c, x->data, NULL, y->data, n, 2, scale, 0.0f};
+    run_tasks(c, elementwise_run, &t, tasks_for(c, n, EW_TASK_ELEMENTS));
+}
+
+static void cpu_softcap(tern_backend *be, tern_buf *y, int64_t n, float scale, float cap) {
+    cpu_backend *c = cpu(be);
+    if (c->failed)
+        return;
+    ew_task t = {c, NULL, NULL, y->data, n, 3, scale, cap};
+    run_tasks(c, elementwise_run, &t, tasks_for(c, n, EW_TASK_ELEMENTS));
 }
 
 static void cpu_copy_row(tern_backend *be, const tern_buf *src, int64_t row, int64_t width, tern_buf *dst) {
-    cpu(be)->act_valid = false;
     memmove(dst->data, src->data + row * width, (size_t)width * sizeof(float));
 }
 
@@ -543,6 +621,10 @@ static uint64_t cpu_memory_used(const tern_backend *be) {
     return ((const cpu_backend *)be)->bytes_allocated;
 }
 
+static uint64_t cpu_launches(const tern_backend *be) {
+    return ((const cpu_backend *)be)->jobs;
+}
+
 static void cpu_destroy(tern_backend *be) {
     cpu_backend *c = cpu(be);
     if (!c)
@@ -566,6 +648,8 @@ static const tern_backend_ops cpu_ops = {
     .kv_create = cpu_kv_create,
     .get_rows = cpu_get_rows,
     .matmul = cpu_matmul,
+    .matmul_shared = cpu_matmul_shared,
+    .matmul_glu = cpu_matmul_glu,
     .add_bias = cpu_add_bias,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
@@ -574,9 +658,11 @@ static const tern_backend_ops cpu_ops = {
     .glu = cpu_glu,
     .add = cpu_add,
     .copy_row = cpu_copy_row,
+    .softcap = cpu_softcap,
     .finish = cpu_finish,
     .read = cpu_read,
     .memory_used = cpu_memory_used,
+    .launches = cpu_launches,
 };
 
 tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *isa, bool copy_weights,

@@ -4,8 +4,9 @@
  * Weights are uploaded once as they are in the file; activations are f32 device buffers; the
  * FP16 KV cache is one K and one V buffer per layer (a single buffer could pass the device's
  * allocation limit). Every op only enqueues on one in-order queue, so a token runs without a
- * host round trip until `read` brings the logits back. Launches are fused where the forward
- * pass's order allows (see `held` below). RoPE angles come from a table of
+ * host round trip until `read` brings the logits back. The fused ops of the interface run as one
+ * launch each where the kernels allow (matvec3, matvec_glu, add_rmsnorm with the branch's norm,
+ * rope_kv with the heads' norms), else as their generic forms. RoPE angles come from a table of
  * (cos, sin) per position computed on the host in double, exactly as the CPU backend does,
  * filled 256 positions at a time as the context grows.
  *
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "engine/backend.h"
+#include "engine/backend_fused.h"
 #include "kernels/kernels.h"
 #include "kernels/opencl/opencl.h"
 #include "quant/quant.h"
@@ -57,28 +59,6 @@ typedef struct ocl_backend {
     cl_mem *k_cache, *v_cache; /* per layer */
     rope_table rope[MAX_ROPE_TABLES];
     int n_rope;
-    /* Fusion of launches, held back until the next op shows whether it can join (decode is
-     * bound by the cost of each launch as much as by the GPU's time):
-     *  - a residual add: the forward pass follows it with an rmsnorm of its sum, and the two
-     *    run as one add_rmsnorm;
-     *  - one-token products over the same x (q, k, v; gate, up): up to three of one type run
-     *    as one matvec3; gate and up followed by their glu run as one matvec_glu;
-     *  - the rope of q, the rope of k and the store of k and v run as one rope_kv.
-     * Any other op launches what is held first (flush). */
-    struct {
-        enum { HELD_NONE, HELD_ADD, HELD_MATVEC, HELD_ROPE } kind;
-        const tern_buf *x;
-        tern_buf *y[3];
-        const tern_cl_matrix *w[3];
-        int n_w;
-        int64_t n;   /* floats of the add */
-        float scale; /* of the add */
-        tern_buf *rope_x[2]; /* q, then k */
-        int64_t rope_heads[2];
-        int n_rope;
-        tern_rope_params rope; /* of the first (n_head is q's) */
-        cl_mem rope_table;
-    } held;
     /* checks of the backend itself: TERN_ERR_BACKEND for what the device cannot do (auto then
      * falls back to the CPU), the caller's errors (ranges) as such; OpenCL's failures are in cl */
     tern_status failed;
@@ -94,24 +74,6 @@ static void fail(ocl_backend *b, tern_status st, const char *msg) {
         b->failed = st;
         snprintf(b->failure, sizeof b->failure, "%s", msg);
     }
-}
-
-/* Launches what is held, if anything. Every op starts with this, unless it joins the held work. */
-static void flush(ocl_backend *b) {
-    if (b->held.kind == HELD_ADD) {
-        tern_cl_add(b->cl, b->held.x->mem, b->held.n, b->held.scale, b->held.y[0]->mem);
-    } else if (b->held.kind == HELD_MATVEC) {
-        cl_mem y[3];
-        for (int i = 0; i < b->held.n_w; i++)
-            y[i] = b->held.y[i]->mem;
-        tern_cl_matmul_shared(b->cl, b->held.w, b->held.n_w, b->held.x->mem, y);
-    } else if (b->held.kind == HELD_ROPE) {
-        const tern_rope_params *p = &b->held.rope;
-        for (int i = 0; i < b->held.n_rope; i++)
-            tern_cl_rope(b->cl, b->held.rope_x[i]->mem, p->n_tokens, b->held.rope_heads[i], p->head_dim, p->n_rot,
-                         p->neox, b->held.rope_table, p->pos0);
-    }
-    b->held.kind = HELD_NONE;
 }
 
 /* ---- weights, buffers, KV cache ---- */
@@ -138,7 +100,6 @@ static tern_status ocl_weight_create(tern_backend *be, const tern_gguf_tensor *t
 }
 
 static void ocl_weight_free(tern_backend *be, tern_weight *w) {
-    flush(ocl(be)); /* held work may use it */
     if (w)
         tern_cl_matrix_free(ocl(be)->cl, w->m);
     free(w);
@@ -163,7 +124,6 @@ static tern_status ocl_buf_create(tern_backend *be, int64_t n_floats, tern_buf *
 }
 
 static void ocl_buf_free(tern_backend *be, tern_buf *b) {
-    flush(ocl(be)); /* held work may use it */
     if (b)
         tern_cl_release(ocl(be)->cl, b->mem, (size_t)b->n * sizeof(float));
     free(b);
@@ -222,7 +182,6 @@ static tern_status ocl_kv_create(tern_backend *be, const tern_kv_shape *s, tern_
 static void ocl_get_rows(tern_backend *be, const tern_weight *emb, const int32_t *tokens, int64_t n,
                          float scale, tern_buf *out) {
     ocl_backend *b = ocl(be);
-    flush(b);
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= emb->m->n_rows) {
             fail(b, TERN_ERR_INVALID_ARG, "token id out of range of the embedding table");
@@ -232,46 +191,61 @@ static void ocl_get_rows(tern_backend *be, const tern_weight *emb, const int32_t
 }
 
 static void ocl_matmul(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m, tern_buf *y) {
+    tern_cl_matmul(ocl(be)->cl, w->m, x->mem, m, y->mem);
+}
+
+/* One token's products over one input: consecutive weights that can share a launch (the same type
+ * and width) run as one matvec3, the rest one by one. */
+static void ocl_matmul_shared(tern_backend *be, const tern_weight *const ws[], int n_w, const tern_buf *x,
+                              int64_t m, tern_buf *const ys[]) {
     ocl_backend *b = ocl(be);
-    if (m == 1 && b->held.kind == HELD_MATVEC && b->held.x == x && b->held.n_w < 3 &&
-        tern_cl_matmul_can_share(b->held.w[0], w->m)) {
-        bool distinct = true; /* outputs written by one launch must not overlap */
-        for (int i = 0; i < b->held.n_w; i++)
-            distinct = distinct && b->held.y[i] != y;
-        if (distinct) {
-            b->held.w[b->held.n_w] = w->m;
-            b->held.y[b->held.n_w++] = y;
-            return;
-        }
-    }
-    flush(b);
-    if (m == 1 && tern_cl_matmul_can_share(w->m, w->m)) {
-        b->held.kind = HELD_MATVEC;
-        b->held.x = x;
-        b->held.w[0] = w->m;
-        b->held.y[0] = y;
-        b->held.n_w = 1;
+    if (m != 1) {
+        tern_be_generic_matmul_shared(be, ws, n_w, x, m, ys);
         return;
     }
-    tern_cl_matmul(b->cl, w->m, x->mem, m, y->mem);
+    for (int i = 0; i < n_w;) {
+        const tern_cl_matrix *group[TERN_SHARED_MAX];
+        cl_mem out[TERN_SHARED_MAX];
+        int n = 0;
+        while (i + n < n_w && tern_cl_matmul_can_share(ws[i]->m, ws[i + n]->m)) {
+            group[n] = ws[i + n]->m;
+            out[n] = ys[i + n]->mem;
+            n++;
+        }
+        if (n > 1)
+            tern_cl_matmul_shared(b->cl, group, n, x->mem, out);
+        else
+            tern_cl_matmul(b->cl, ws[i]->m, x->mem, 1, ys[i]->mem);
+        i += n > 1 ? n : 1;
+    }
+}
+
+static void ocl_matmul_glu(tern_backend *be, const tern_weight *gate, const tern_weight *up, const tern_buf *x,
+                           int64_t m, int64_t n_out, tern_activation act, tern_buf *scratch, tern_buf *out) {
+    if (m == 1 && tern_cl_matmul_can_share(gate->m, up->m) && gate->m->n_rows == n_out && up->m->n_rows == n_out)
+        tern_cl_matmul_glu(ocl(be)->cl, gate->m, up->m, x->mem, act == TERN_ACT_GELU, out->mem);
+    else
+        tern_be_generic_matmul_glu(be, gate, up, x, m, n_out, act, scratch, out);
 }
 
 static void ocl_add_bias(tern_backend *be, const tern_weight *bias, int64_t m, tern_buf *y) {
-    flush(ocl(be));
     tern_cl_add_bias(ocl(be)->cl, bias->m->parts[0].mem, bias->k, m, y->mem);
 }
 
 static void ocl_rmsnorm(tern_backend *be, const tern_buf *x, const tern_weight *w, int64_t n_rows, float eps,
                         tern_buf *y) {
-    ocl_backend *b = ocl(be);
-    if (b->held.kind == HELD_ADD && b->held.y[0] == x && b->held.n == n_rows * w->k) {
-        tern_cl_add_rmsnorm(b->cl, b->held.x->mem, b->held.scale, x->mem, w->m->parts[0].mem, w->k, n_rows, eps,
-                            y->mem);
-        b->held.kind = HELD_NONE;
+    tern_cl_rmsnorm(ocl(be)->cl, x->mem, w->m->parts[0].mem, w->k, n_rows, eps, y->mem);
+}
+
+/* add_rmsnorm: the branch's norm, the add and the next norm in one launch. */
+static void ocl_residual(tern_backend *be, tern_buf *branch, const tern_residual_params *p, int64_t n_rows,
+                         tern_buf *h, tern_buf *out) {
+    if (!p->next_norm || p->next_norm->k != p->width || (p->branch_norm && p->branch_norm->k != p->width)) {
+        tern_be_generic_residual(be, branch, p, n_rows, h, out);
         return;
     }
-    flush(b);
-    tern_cl_rmsnorm(b->cl, x->mem, w->m->parts[0].mem, w->k, n_rows, eps, y->mem);
+    tern_cl_add_rmsnorm(ocl(be)->cl, branch->mem, p->branch_norm ? p->branch_norm->m->parts[0].mem : NULL, p->scale,
+                        h->mem, p->next_norm->m->parts[0].mem, p->width, n_rows, p->eps, out->mem);
 }
 
 /* The table for p's parameters, computed up to position `need` (at least). */
@@ -317,83 +291,78 @@ static rope_table *rope_table_for(ocl_backend *b, const tern_rope_params *p, int
     return t;
 }
 
-/* Whether two ropes rotate by the same table at the same positions (heads may differ). */
-static bool same_rotation(const tern_rope_params *a, const tern_rope_params *c) {
-    return a->pos0 == c->pos0 && a->n_tokens == c->n_tokens && a->head_dim == c->head_dim && a->n_rot == c->n_rot &&
-           a->base == c->base && a->freq_scale == c->freq_scale && a->neox == c->neox &&
-           a->freq_factors == c->freq_factors;
+/* The table of p's rotation, checked and filled up to its last position; NULL on a failure. */
+static rope_table *rotation(ocl_backend *b, const tern_rope_params *p) {
+    if (p->pos0 < 0 || p->pos0 + p->n_tokens > b->kv.n_ctx) {
+        fail(b, TERN_ERR_CONTEXT_FULL, "rope position out of range");
+        return NULL;
+    }
+    if (p->freq_factors && !p->freq_factors->host) {
+        fail(b, TERN_ERR_BACKEND, "the OpenCL backend takes rope frequency factors in F32 only");
+        return NULL;
+    }
+    return rope_table_for(b, p, p->pos0 + p->n_tokens);
 }
 
 static void ocl_rope(tern_backend *be, tern_buf *x, const tern_rope_params *p) {
     ocl_backend *b = ocl(be);
-    if (b->held.kind == HELD_ROPE && b->held.n_rope == 1 && b->held.rope_x[0] != x &&
-        same_rotation(&b->held.rope, p)) { /* k after q: held for the kv_store that follows */
-        b->held.rope_x[1] = x;
-        b->held.rope_heads[1] = p->n_head;
-        b->held.n_rope = 2;
-        return;
-    }
-    flush(b);
-    if (p->pos0 < 0 || p->pos0 + p->n_tokens > b->kv.n_ctx) {
-        fail(b, TERN_ERR_CONTEXT_FULL, "rope position out of range");
-        return;
-    }
-    if (p->freq_factors && !p->freq_factors->host) {
-        fail(b, TERN_ERR_BACKEND, "the OpenCL backend takes rope frequency factors in F32 only");
-        return;
-    }
-    rope_table *t = rope_table_for(b, p, p->pos0 + p->n_tokens);
-    if (!t)
-        return;
-    if (p->head_dim % 2 == 0 && p->n_rot % 2 == 0) { /* rope_kv's preconditions */
-        b->held.kind = HELD_ROPE;
-        b->held.rope_x[0] = x;
-        b->held.rope_heads[0] = p->n_head;
-        b->held.n_rope = 1;
-        b->held.rope = *p;
-        b->held.rope_table = t->mem;
-        return;
-    }
-    tern_cl_rope(b->cl, x->mem, p->n_tokens, p->n_head, p->head_dim, p->n_rot, p->neox, t->mem, p->pos0);
+    const rope_table *t = rotation(b, p);
+    if (t)
+        tern_cl_rope(b->cl, x->mem, p->n_tokens, p->n_head, p->head_dim, p->n_rot, p->neox, t->mem, p->pos0);
 }
 
 static void ocl_kv_store(tern_backend *be, int layer, const tern_buf *k, const tern_buf *v, int64_t pos0,
                          int64_t n_tokens) {
     ocl_backend *b = ocl(be);
     if (pos0 < 0 || pos0 + n_tokens > b->kv.n_ctx || layer < 0 || layer >= b->kv.n_layer) {
-        flush(b);
         fail(b, TERN_ERR_CONTEXT_FULL, "KV cache position out of range");
         return;
     }
-    const tern_rope_params *p = &b->held.rope;
-    if (b->held.kind == HELD_ROPE && b->held.n_rope == 2 && b->held.rope_x[1] == k && p->pos0 == pos0 &&
-        p->n_tokens == n_tokens && b->kv.k_width == b->held.rope_heads[1] * p->head_dim && b->kv.v_width % 2 == 0) {
-        const tern_cl_rope_kv_args a = {.q = b->held.rope_x[0]->mem,
-                                        .k = k->mem,
-                                        .v = v->mem,
-                                        .kc = b->k_cache[layer],
-                                        .vc = b->v_cache[layer],
-                                        .cos_sin = b->held.rope_table,
-                                        .n_tokens = n_tokens,
-                                        .n_head = b->held.rope_heads[0],
-                                        .n_head_kv = b->held.rope_heads[1],
-                                        .head_dim = p->head_dim,
-                                        .n_rot = p->n_rot,
-                                        .pos0 = pos0,
-                                        .v_width = b->kv.v_width,
-                                        .neox = p->neox};
-        tern_cl_rope_kv(b->cl, &a);
-        b->held.kind = HELD_NONE;
-        return;
-    }
-    flush(b);
     tern_cl_kv_store(b->cl, k->mem, v->mem, b->k_cache[layer], b->v_cache[layer], pos0, n_tokens,
                      b->kv.k_width, b->kv.v_width);
 }
 
+/* rope_kv: the heads' norms (when given), both rotations and the store in one launch, where its
+ * preconditions hold (even sizes, k's heads filling the cache's row). */
+static void ocl_rope_store(tern_backend *be, tern_buf *q, tern_buf *k, const tern_buf *v,
+                           const tern_rope_store_params *p) {
+    ocl_backend *b = ocl(be);
+    const tern_rope_params *r = &p->rope;
+    const bool norms = p->q_norm && p->k_norm;
+    if (r->head_dim % 2 || r->n_rot % 2 || b->kv.v_width % 2 || b->kv.k_width != p->n_head_kv * r->head_dim ||
+        (p->q_norm || p->k_norm) != norms || (norms && (p->q_norm->k != r->head_dim || p->k_norm->k != r->head_dim))) {
+        tern_be_generic_rope_store(be, q, k, v, p);
+        return;
+    }
+    if (p->layer < 0 || p->layer >= b->kv.n_layer) {
+        fail(b, TERN_ERR_CONTEXT_FULL, "KV cache layer out of range");
+        return;
+    }
+    const rope_table *t = rotation(b, r);
+    if (!t)
+        return;
+    const tern_cl_rope_kv_args a = {.q = q->mem,
+                                    .k = k->mem,
+                                    .v = v->mem,
+                                    .kc = b->k_cache[p->layer],
+                                    .vc = b->v_cache[p->layer],
+                                    .cos_sin = t->mem,
+                                    .q_norm = norms ? p->q_norm->m->parts[0].mem : NULL,
+                                    .k_norm = norms ? p->k_norm->m->parts[0].mem : NULL,
+                                    .eps = p->eps,
+                                    .n_tokens = r->n_tokens,
+                                    .n_head = r->n_head,
+                                    .n_head_kv = p->n_head_kv,
+                                    .head_dim = r->head_dim,
+                                    .n_rot = r->n_rot,
+                                    .pos0 = r->pos0,
+                                    .v_width = b->kv.v_width,
+                                    .neox = r->neox};
+    tern_cl_rope_kv(b->cl, &a);
+}
+
 static void ocl_attention(tern_backend *be, const tern_buf *q, const tern_attn_params *p, tern_buf *out) {
     ocl_backend *b = ocl(be);
-    flush(b);
     if (p->pos0 + p->n_tokens > b->kv.n_ctx || p->layer < 0 || p->layer >= b->kv.n_layer) {
         fail(b, TERN_ERR_CONTEXT_FULL, "attention past the end of the KV cache");
         return;
@@ -411,36 +380,24 @@ static void ocl_attention(tern_backend *be, const tern_buf *q, const tern_attn_p
 
 static void ocl_glu(tern_backend *be, const tern_buf *gate, const tern_buf *up, int64_t n,
                     tern_activation act, tern_buf *out) {
-    ocl_backend *b = ocl(be);
-    if (b->held.kind == HELD_MATVEC && b->held.n_w == 2 && b->held.y[0] == gate && b->held.y[1] == up &&
-        b->held.w[0]->n_rows == n && b->held.w[1]->n_rows == n) { /* the products of gate and up: one launch */
-        tern_cl_matmul_glu(b->cl, b->held.w[0], b->held.w[1], b->held.x->mem, act == TERN_ACT_GELU, out->mem);
-        b->held.kind = HELD_NONE;
-        return;
-    }
-    flush(b);
     tern_cl_glu(ocl(be)->cl, gate->mem, up->mem, n, act == TERN_ACT_GELU, out->mem);
 }
 
 static void ocl_add(tern_backend *be, const tern_buf *x, int64_t n, float scale, tern_buf *y) {
-    ocl_backend *b = ocl(be);
-    flush(b);
-    b->held.kind = HELD_ADD;
-    b->held.x = x;
-    b->held.y[0] = y;
-    b->held.n = n;
-    b->held.scale = scale;
+    tern_cl_add(ocl(be)->cl, x->mem, n, scale, y->mem);
+}
+
+static void ocl_softcap(tern_backend *be, tern_buf *y, int64_t n, float scale, float cap) {
+    tern_cl_softcap(ocl(be)->cl, y->mem, n, scale, cap);
 }
 
 static void ocl_copy_row(tern_backend *be, const tern_buf *src, int64_t row, int64_t width, tern_buf *dst) {
-    flush(ocl(be));
     const size_t bytes = (size_t)width * sizeof(float);
     tern_cl_copy(ocl(be)->cl, src->mem, (size_t)row * bytes, dst->mem, 0, bytes);
 }
 
 static tern_status ocl_finish(tern_backend *be, tern_error *err) {
     ocl_backend *b = ocl(be);
-    flush(b);
     if (b->failed != TERN_OK) {
         tern_status st = b->failed;
         tern_error_set(err, st, "%s", b->failure);
@@ -453,7 +410,6 @@ static tern_status ocl_finish(tern_backend *be, tern_error *err) {
 
 static tern_status ocl_read(tern_backend *be, const tern_buf *buf, int64_t offset, int64_t n, float *host,
                             tern_error *err) {
-    flush(ocl(be));
     if (offset < 0 || n < 0 || offset + n > buf->n) {
         ocl_finish(be, NULL);
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "read outside the buffer");
@@ -466,6 +422,10 @@ static tern_status ocl_read(tern_backend *be, const tern_buf *buf, int64_t offse
 
 static uint64_t ocl_memory_used(const tern_backend *be) {
     return tern_cl_memory_used(((const ocl_backend *)be)->cl);
+}
+
+static uint64_t ocl_launches(const tern_backend *be) {
+    return tern_cl_launches(((const ocl_backend *)be)->cl);
 }
 
 static void ocl_destroy(tern_backend *be) {
@@ -496,9 +456,15 @@ static const tern_backend_ops ocl_ops = {
     .glu = ocl_glu,
     .add = ocl_add,
     .copy_row = ocl_copy_row,
+    .softcap = ocl_softcap,
+    .matmul_shared = ocl_matmul_shared,
+    .matmul_glu = ocl_matmul_glu,
+    .residual = ocl_residual,
+    .rope_store = ocl_rope_store,
     .finish = ocl_finish,
     .read = ocl_read,
     .memory_used = ocl_memory_used,
+    .launches = ocl_launches,
 };
 
 /* ---- the self-test and creation ---- */

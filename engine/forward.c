@@ -9,6 +9,8 @@
  */
 #include "engine/forward.h"
 
+#include "engine/backend_fused.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,17 +233,6 @@ static bool layer_is_local(const tern_hparams *hp, int64_t il) {
     return hp->n_swa > 0 && hp->swa_pattern > 0 && (il % hp->swa_pattern) < hp->swa_pattern - 1;
 }
 
-/* granite's logit scale and gemma2's final soft-cap, on the host: a pass over the logits just read
- * back, the same on every backend (and cheap beside the output head that made them). */
-static void scale_logits(const tern_hparams *hp, float *logits, int64_t n) {
-    if (hp->logit_scale != 1.0f)
-        for (int64_t i = 0; i < n; i++)
-            logits[i] *= hp->logit_scale;
-    if (hp->final_softcap > 0)
-        for (int64_t i = 0; i < n; i++)
-            logits[i] = hp->final_softcap * tanhf(logits[i] / hp->final_softcap);
-}
-
 tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n, int64_t pos0, float *logits,
                               tern_error *err) {
     const tern_hparams *hp = &f->model->hp;
@@ -262,14 +253,14 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
     tern_status st;
 
     o->get_rows(be, f->token_embd, tokens, n, hp->embd_scale, f->x);
+    o->rmsnorm(be, f->x, f->layers[0].attn_norm, n, hp->rms_eps, f->xn);
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const tern_layer_handles *L = &f->layers[il];
         const bool local = layer_is_local(hp, il);
 
-        o->rmsnorm(be, f->x, L->attn_norm, n, hp->rms_eps, f->xn);
-        o->matmul(be, L->wq, f->xn, n, f->q);
-        o->matmul(be, L->wk, f->xn, n, f->k);
-        o->matmul(be, L->wv, f->xn, n, f->v);
+        const tern_weight *qkv[3] = {L->wq, L->wk, L->wv};
+        tern_buf *qkv_out[3] = {f->q, f->k, f->v};
+        tern_be_matmul_shared(be, qkv, 3, f->xn, n, qkv_out);
         if (L->bq)
             o->add_bias(be, L->bq, n, f->q);
         if (L->bk)
@@ -278,25 +269,23 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             o->add_bias(be, L->bv, n, f->v);
         if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_QKV, err)) != TERN_OK)
             return st;
-        if (L->q_norm) {
-            o->rmsnorm(be, f->q, L->q_norm, n * hp->n_head, hp->rms_eps, f->q);
-            o->rmsnorm(be, f->k, L->k_norm, n * hp->n_head_kv, hp->rms_eps, f->k);
-        }
-        tern_rope_params rp = {
-            .pos0 = pos0,
-            .n_tokens = n,
-            .n_head = hp->n_head,
-            .head_dim = hp->head_dim_k,
-            .n_rot = hp->n_rot,
-            .base = local ? hp->rope_base_local : hp->rope_base,
-            .freq_scale = local ? 1.0f : hp->rope_freq_scale,
-            .neox = hp->rope_neox,
-            .freq_factors = f->rope_freqs,
+        const tern_rope_store_params rs = {
+            .rope = {.pos0 = pos0,
+                     .n_tokens = n,
+                     .n_head = hp->n_head,
+                     .head_dim = hp->head_dim_k,
+                     .n_rot = hp->n_rot,
+                     .base = local ? hp->rope_base_local : hp->rope_base,
+                     .freq_scale = local ? 1.0f : hp->rope_freq_scale,
+                     .neox = hp->rope_neox,
+                     .freq_factors = f->rope_freqs},
+            .layer = (int)il,
+            .n_head_kv = hp->n_head_kv,
+            .q_norm = L->q_norm,
+            .k_norm = L->k_norm,
+            .eps = hp->rms_eps,
         };
-        o->rope(be, f->q, &rp);
-        rp.n_head = hp->n_head_kv;
-        o->rope(be, f->k, &rp);
-        o->kv_store(be, (int)il, f->k, f->v, pos0, n);
+        tern_be_rope_store(be, f->q, f->k, f->v, &rs);
         tern_attn_params ap = {
             .layer = (int)il,
             .pos0 = pos0,
@@ -315,47 +304,53 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             return st;
         if (L->bo)
             o->add_bias(be, L->bo, n, f->tmp);
-        if (L->post_attn_norm)
-            o->rmsnorm(be, f->tmp, L->post_attn_norm, n, hp->rms_eps, f->tmp);
-        o->add(be, f->tmp, n * E, hp->residual_scale, f->x);
+        tern_residual_params res = {E, L->post_attn_norm, hp->residual_scale, L->ffn_norm, hp->rms_eps};
+        tern_be_residual(be, f->tmp, &res, n, f->x, f->xn);
 
-        o->rmsnorm(be, f->x, L->ffn_norm, n, hp->rms_eps, f->xn);
-        o->matmul(be, L->ffn_gate, f->xn, n, f->gate);
-        o->matmul(be, L->ffn_up, f->xn, n, f->up);
-        if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_GATE_UP, err)) != TERN_OK)
-            return st;
-        o->glu(be, f->gate, f->up, n * hp->n_ff, hp->act, f->gate);
+        if (f->check_numerics) { /* the products named before the GLU combines them */
+            const tern_weight *gu[2] = {L->ffn_gate, L->ffn_up};
+            tern_buf *gu_out[2] = {f->gate, f->up};
+            tern_be_matmul_shared(be, gu, 2, f->xn, n, gu_out);
+            if ((st = check_products(f, n, il, PRODUCTS_GATE_UP, err)) != TERN_OK)
+                return st;
+            o->glu(be, f->gate, f->up, n * hp->n_ff, hp->act, f->gate);
+        } else {
+            tern_be_matmul_glu(be, L->ffn_gate, L->ffn_up, f->xn, n, hp->n_ff, hp->act, f->up, f->gate);
+        }
         o->matmul(be, L->ffn_down, f->gate, n, f->tmp);
         if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_DOWN, err)) != TERN_OK)
             return st;
-        if (L->post_ffw_norm)
-            o->rmsnorm(be, f->tmp, L->post_ffw_norm, n, hp->rms_eps, f->tmp);
-        o->add(be, f->tmp, n * E, hp->residual_scale, f->x);
+        /* the next layer's input norm, or after the last layer the output norm */
+        res.branch_norm = L->post_ffw_norm;
+        res.next_norm = il + 1 < hp->n_layer ? f->layers[il + 1].attn_norm : f->output_norm;
+        tern_be_residual(be, f->tmp, &res, n, f->x, f->xn);
         if (f->check_numerics && (st = check_finite(f, f->x, n * E, "the residual stream", il, err)) != TERN_OK)
             return st;
     }
 
-    int64_t rows = f->logits_all ? n : 1;
-    if (!f->logits_all) { /* only the last position's logits are needed */
-        o->copy_row(be, f->x, n - 1, E, f->xn);
-        o->rmsnorm(be, f->xn, f->output_norm, 1, hp->rms_eps, f->xn);
-    } else {
-        o->rmsnorm(be, f->x, f->output_norm, n, hp->rms_eps, f->xn);
+    /* xn holds the output norm of every position; without logits_all only the last one's are needed */
+    const int64_t rows = f->logits_all ? n : 1;
+    tern_buf *head_in = f->xn;
+    if (!f->logits_all && n > 1) {
+        o->copy_row(be, f->xn, n - 1, E, f->tmp);
+        head_in = f->tmp;
     }
     /* The output head's matmul quantizes its input, and that quantization ignores inf/NaN: a
      * non-finite hidden state would come out as finite, meaningless logits (all zero for an all-NaN
      * row). So its input is checked here, on every pass; it is rows * E floats, small beside the
      * logits read back below. Backends that keep activations f32 pass inf/NaN on to the logits,
      * which are checked below, and skip this extra read (a host round trip on a GPU). */
-    if (o->quantizes_activations && (st = check_finite(f, f->xn, rows * E, "the output head's input", -1, err)) != TERN_OK)
+    if (o->quantizes_activations &&
+        (st = check_finite(f, head_in, rows * E, "the output head's input", -1, err)) != TERN_OK)
         return st;
-    o->matmul(be, f->output, f->xn, rows, f->logits);
+    o->matmul(be, f->output, head_in, rows, f->logits);
     if (f->output_bias)
         o->add_bias(be, f->output_bias, rows, f->logits);
+    if (hp->logit_scale != 1.0f || hp->final_softcap > 0) /* granite's scale, gemma2's cap */
+        o->softcap(be, f->logits, rows * hp->n_vocab, hp->logit_scale, hp->final_softcap);
     st = o->read(be, f->logits, 0, rows * hp->n_vocab, logits, err);
     if (st != TERN_OK)
         return st;
-    scale_logits(hp, logits, rows * hp->n_vocab);
     for (int64_t i = 0; i < rows * hp->n_vocab; i++) /* every layer checked: the output head did it */
         if (!isfinite(logits[i]))
             return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite logit at position %lld%s%s",

@@ -302,6 +302,9 @@ typedef struct tern_context_info {
     uint64_t kv_bytes, scratch_bytes, weight_bytes;
     uint64_t mem_available; /* bytes, at planning time (0 if unknown) */
     char threads_reason[160];
+    /* Units of work handed to the device so far: kernel launches on a GPU, thread-pool jobs on the
+     * CPU. Their difference over one decode token shows what the fused ops save. */
+    uint64_t launches;
 } tern_context_info;
 void tern_context_get_info(const tern_context *ctx, tern_context_info *info);
 

@@ -83,6 +83,8 @@ typedef struct tern_cpu_kernels {
     /* out = silu(gate) * up ;  out = gelu_tanh(gate) * up. out may equal gate (elementwise). */
     void (*silu_mul)(int64_t n, const float *gate, const float *up, float *out);
     void (*gelu_mul)(int64_t n, const float *gate, const float *up, float *out);
+    /* y = cap * tanh(scale * y / cap), or scale * y when cap is 0 (logits of granite, gemma2). */
+    void (*softcap)(int64_t n, float *y, float scale, float cap);
     /* y += x ;  y += s * x (granite's residual scale) */
     void (*add)(int64_t n, const float *restrict x, float *restrict y);
     void (*add_scaled)(int64_t n, const float *restrict x, float s, float *restrict y);

@@ -77,6 +77,23 @@ static int32_t ref_argmax(const test_json *ref, int64_t n_vocab) {
 }
 
 /* Returns false when the target's kernel path cannot run here (the case is then skipped). */
+/* The fused ops at work: one decode token's launches (kernels on OpenCL, pool jobs on the CPU)
+ * stay within what the fused forward pass issues per layer (OpenCL: the q/k/v products, rope and
+ * store, attention, the o-product, add+norm, gate/up+GLU, the down product with its input's
+ * rounding, add+norm, with a spare for a v or down of another type; the CPU: q/k/v, attention,
+ * o, gate/up+GLU, down), plus the embedding, the output head and the soft-cap. A forward pass
+ * that calls the primitives one by one issues about twice as many, and fails here. */
+static void check_launches(const char *what, const tern_model *m, const run_target *tg, uint64_t launches) {
+    tern_model_info info;
+    tern_model_get_info(m, &info);
+    const uint64_t per_layer = tg->opencl ? 10 : 5, budget = per_layer * (uint64_t)info.n_layer + 6;
+    print_message("  %s: %llu launches for the last token (%lld layers; budget %llu)\n", what,
+                  (unsigned long long)launches, (long long)info.n_layer, (unsigned long long)budget);
+    if (launches > budget)
+        fail_msg("%s: %llu launches for one token, over the fused budget of %llu", what,
+                 (unsigned long long)launches, (unsigned long long)budget);
+}
+
 static bool run_case(tern_model *m, const test_json *ref, const char *name, int n_batch, const run_target *tg,
                      double *worst) {
     tern_error err = {0};
@@ -119,14 +136,19 @@ static bool run_case(tern_model *m, const test_json *ref, const char *name, int 
     snprintf(what, sizeof what, "%s on %s, batch %d", name, tg->opencl ? "opencl" : tg->isa, n_batch);
     const test_json *top10 = test_json_get(ref, "top10_per_position");
     int agree = 0;
+    tern_context_info before, after;
     for (int64_t i = 0; i < n; i += n_batch) {
         const int64_t k = n - i < n_batch ? n - i : n_batch;
+        tern_context_get_info(ctx, &before);
         if (tern_eval(ctx, tokens + i, (size_t)k, &err) != TERN_OK)
             fail_msg("%s: eval: %s", what, err.message);
         for (int64_t j = 0; j < k; j++)
             agree += check_position(what, tern_get_logits_at(ctx, (size_t)j), n_vocab,
                                     test_json_at(top10, (size_t)(i + j)), i + j);
     }
+    tern_context_get_info(ctx, &after);
+    if (n_batch == 1)
+        check_launches(what, m, tg, after.launches - before.launches);
     const float *last = tern_get_logits(ctx);
     const test_json *ref_last = test_json_get(ref, "last_logits");
     const double rel = relative_rms(last, ref_last, n_vocab);

@@ -805,6 +805,35 @@ static void test_silu_mul(void **state) {
     }
 }
 
+/* The logits' soft-cap against libm in double: cap * tanh(scale * y / cap) within 1e-6 relative
+ * plus 4e-7 cap absolute (where tanh is near 0 the exp form's 1 - t loses the low bits), inf to
+ * +-cap, NaN kept; and with cap 0 the scale alone, exactly. */
+static void test_softcap(void **state) {
+    const fixture *f = *state;
+    float y[8100], up[8100], got[8100];
+    rng r = {23};
+    int64_t n = activation_inputs(y, up, &r);
+    y[n++] = INFINITY;
+    y[n++] = -INFINITY;
+    y[n++] = NAN;
+    static const float caps[] = {30.0f, 50.0f, 0.0f};
+    for (int t = 0; t < f->n; t++)
+        for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+            const float cap = caps[c], scale = c == 1 ? 1.0f : 0.25f;
+            memcpy(got, y, sizeof y);
+            f->tables[t].softcap(n, got, scale, cap);
+            for (int64_t i = 0; i < n; i++) {
+                const double z = (double)scale * y[i], want = cap > 0 ? cap * tanh(z / cap) : (double)(scale * y[i]);
+                const bool ok = isnan(y[i]) ? isnan(got[i])
+                                : cap > 0   ? fabs(got[i] - want) <= 1e-6 * fabs(want) + 4e-7 * cap
+                                            : got[i] == (float)want;
+                if (!ok)
+                    fail_msg("%s: softcap(%g, scale %g, cap %g) = %.9g, want %.9g", f->tables[t].isa, y[i], scale,
+                             cap, got[i], want);
+            }
+        }
+}
+
 /* The tanh form of GELU against libm in double. Where 1 + tanh(u) cancels (z << 0), f32 has an
  * absolute error near 2^-24 in that factor, so the bound is 1e-6 relative + 2e-7 |z up|. The erf
  * form differs from the tanh form by up to ~2e-4 |z| and fails this test. */
@@ -972,7 +1001,7 @@ static void test_ref_table_complete(void **state) {
     }
     assert_null(k.gemm[TERN_TYPE_Q8_K]);
     assert_true(k.rmsnorm && k.rope && k.attn_head && k.attn_capped && k.silu_mul && k.gelu_mul && k.add &&
-                k.add_scaled && k.f32_to_f16 && k.f16_to_f32);
+                k.softcap && k.add_scaled && k.f32_to_f16 && k.f16_to_f32);
 }
 
 static void test_init_choice(void **state) {
@@ -1095,6 +1124,7 @@ int main(void) {
         cmocka_unit_test(test_attention_rows),
         cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_gelu_mul),
+        cmocka_unit_test(test_softcap),
         cmocka_unit_test(test_add),
         cmocka_unit_test(test_fp16_rows),
         cmocka_unit_test(test_fp16_row_tails),

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "engine/backend.h"
+#include "engine/backend_fused.h"
 #include "kernels/kernels.h"
 #include "kernels/opencl/opencl.h"
 #include "quant/block_q8_0.h"
@@ -430,7 +431,7 @@ static void rmsnorm_width(int64_t width) {
         g_ref.rmsnorm(width, sum + r * width, w, 1e-5f, want + r * width);
     cl_mem td = put(g_cl, t, sizeof(float) * (size_t)(width * rows));
     cl_mem sd = put(g_cl, x, sizeof(float) * (size_t)(width * rows));
-    tern_cl_add_rmsnorm(g_cl, td, 1.0f, sd, wd, width, rows, 1e-5f, yd);
+    tern_cl_add_rmsnorm(g_cl, td, NULL, 1.0f, sd, wd, width, rows, 1e-5f, yd);
     get(g_cl, sd, got, sizeof(float) * (size_t)(width * rows));
     assert_memory_equal(got, sum, sizeof(float) * (size_t)(width * rows));
     get(g_cl, yd, got, sizeof(float) * (size_t)(width * rows));
@@ -477,7 +478,7 @@ static void test_norm_then_product(void **state) {
     cl_mem oa = put(g_cl, NULL, sizeof a), ob = put(g_cl, NULL, sizeof b);
     for (int fused_add = 0; fused_add < 2; fused_add++) {
         if (fused_add)
-            tern_cl_add_rmsnorm(g_cl, td, 1.0f, xd, wd, k, m, 1e-5f, yd);
+            tern_cl_add_rmsnorm(g_cl, td, NULL, 1.0f, xd, wd, k, m, 1e-5f, yd);
         else
             tern_cl_rmsnorm(g_cl, xd, wd, k, m, 1e-5f, yd);
         tern_cl_matmul(g_cl, dev, yd, m, oa);
@@ -1351,6 +1352,101 @@ static void test_backend_rope(void **state) {
     free(x);
 }
 
+static tern_weight *f32_weight(tern_backend *be, const float *data, int64_t n) {
+    tern_gguf_tensor t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "test");
+    t.type = TERN_TYPE_F32;
+    t.n_dims = 1;
+    t.ne[0] = n;
+    t.ne[1] = t.ne[2] = t.ne[3] = 1;
+    t.n_elements = n;
+    t.nbytes = (uint64_t)n * 4;
+    t.data = (const uint8_t *)data;
+    tern_error err = {0};
+    tern_weight *w = NULL;
+    if (be->ops->weight_create(be, &t, &w, &err) != TERN_OK)
+        fail_msg("weight: %s", err.message);
+    return w;
+}
+
+static void expect_close(const char *what, const float *got, const float *want, int64_t n, float tol) {
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabsf(got[i] - want[i]) <= tol * (1.0f + fabsf(want[i]))))
+            fail_msg("%s [%lld]: opencl %.7g, cpu %.7g", what, (long long)i, got[i], want[i]);
+}
+
+/* The OpenCL backend's fused ops (norm_rope_kv, add_rmsnorm with the branch's norm, softcap)
+ * against the CPU reference backend, which runs their generic forms from the primitives: heads
+ * of 40 with a partial rotation in both pair layouts and GQA, the cache read back through
+ * attention. */
+static void test_backend_fused(void **state) {
+    (void)state;
+    tern_error err = {0};
+    enum { T = 3, H = 8, HKV = 4, D = 40, ROT = 24, W = 160 }; /* rows of whole 32s: upload_rows */
+    float *q = random_floats(T * H * D, 2.0f), *k = random_floats(T * HKV * D, 2.0f),
+          *v = random_floats(T * HKV * D, 2.0f), *qn = random_floats(D, 1.5f), *kn = random_floats(D, 1.5f);
+    float *h = random_floats(T * W, 2.0f), *br = random_floats(T * W, 3.0f), *bn = random_floats(W, 1.5f),
+          *nn = random_floats(W, 1.5f);
+    for (int neox = 0; neox < 2; neox++) {
+        float got[2][4][T * H * D]; /* q, k, attention, and (row floats) h | out | logits */
+        float rows[2][3][T * W];
+        for (int b = 0; b < 2; b++) {
+            tern_backend *be = NULL;
+            if (b == 0)
+                assert_int_equal(tern_backend_opencl_create(g_device, false, &g_params, NULL, &be, &err), TERN_OK);
+            else
+                assert_int_equal(tern_backend_cpu_create(1, NULL, "ref", false, &be, &err), TERN_OK);
+            const tern_kv_shape kv = {2, 16, HKV * D, HKV * D};
+            assert_int_equal(be->ops->kv_create(be, &kv, &err), TERN_OK);
+            tern_weight *qw = f32_weight(be, qn, D), *kw = f32_weight(be, kn, D), *bw = f32_weight(be, bn, W),
+                        *nw = f32_weight(be, nn, W);
+            tern_buf *qb = upload_rows(be, q, T, H * D), *kb = upload_rows(be, k, T, HKV * D),
+                     *vb = upload_rows(be, v, T, HKV * D), *ob = upload_rows(be, q, T, H * D);
+            tern_rope_store_params rs = {.rope = {0, T, H, D, ROT, 10000.0f, 1.0f, neox, NULL},
+                                         .layer = 1, .n_head_kv = HKV, .q_norm = qw, .k_norm = kw, .eps = 1e-6f};
+            tern_be_rope_store(be, qb, kb, vb, &rs); /* positions 0..T-1, then T..: every key attended is set */
+            be->ops->copy_row(be, ob, 0, T * H * D, qb); /* ob holds q as uploaded: rotate it anew */
+            tern_buf *k2 = upload_rows(be, k, T, HKV * D);
+            rs.rope.pos0 = T;
+            tern_be_rope_store(be, qb, k2, vb, &rs);
+            be->ops->finish(be, &err);
+            be->ops->buf_free(be, kb);
+            kb = k2;
+            const tern_attn_params ap = {.layer = 1, .pos0 = T, .n_tokens = T, .n_head = H, .n_head_kv = HKV,
+                                         .head_dim_k = D, .head_dim_v = D, .scale = 0.3f};
+            be->ops->attention(be, qb, &ap, ob);
+            tern_buf *hb = upload_rows(be, h, T, W), *bb = upload_rows(be, br, T, W), *nb = upload_rows(be, h, T, W);
+            const tern_residual_params res = {W, bw, 0.5f, nw, 1e-5f};
+            tern_be_residual(be, bb, &res, T, hb, nb);
+            tern_buf *lb = upload_rows(be, br, T, W);
+            be->ops->softcap(be, lb, T * W, 4.0f, 5.0f);
+            assert_int_equal(be->ops->read(be, qb, 0, T * H * D, got[b][0], &err), TERN_OK);
+            assert_int_equal(be->ops->read(be, kb, 0, T * HKV * D, got[b][1], &err), TERN_OK);
+            assert_int_equal(be->ops->read(be, ob, 0, T * H * D, got[b][2], &err), TERN_OK);
+            assert_int_equal(be->ops->read(be, hb, 0, T * W, rows[b][0], &err), TERN_OK);
+            assert_int_equal(be->ops->read(be, nb, 0, T * W, rows[b][1], &err), TERN_OK);
+            assert_int_equal(be->ops->read(be, lb, 0, T * W, rows[b][2], &err), TERN_OK);
+            tern_buf *bufs[] = {qb, kb, vb, ob, hb, bb, nb, lb};
+            for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+                be->ops->buf_free(be, bufs[i]);
+            tern_weight *ws[] = {qw, kw, bw, nw};
+            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+                be->ops->weight_free(be, ws[i]);
+            be->ops->destroy(be);
+        }
+        expect_close("rope_store q", got[0][0], got[1][0], T * H * D, 2e-5f);
+        expect_close("rope_store k", got[0][1], got[1][1], T * HKV * D, 2e-5f);
+        expect_close("attention over the stored cache", got[0][2], got[1][2], T * H * D, 2e-3f); /* f16 keys */
+        expect_close("residual h", rows[0][0], rows[1][0], T * W, 2e-5f);
+        expect_close("residual out", rows[0][1], rows[1][1], T * W, 2e-5f);
+        expect_close("softcap", rows[0][2], rows[1][2], T * W, 2e-5f);
+    }
+    float *all[] = {q, k, v, qn, kn, h, br, bn, nn};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+}
+
 /* Under AddressSanitizer: PoCL compiles kernels with LLVM, which keeps allocations until exit on
  * purpose; those are not ours (and no C++ is ours). */
 const char *__lsan_default_suppressions(void);
@@ -1359,7 +1455,9 @@ const char *__lsan_default_suppressions(void) {
 }
 
 int main(void) {
-    const char *dev = getenv("TERN_TEST_OPENCL_DEVICE");
+    const char *dev = getenv("TERN_TEST_OPENCL_DEVICE"), *only = getenv("TERN_TEST_FILTER");
+    if (only && *only) /* one test by name (a glob), for work on it: a full run takes minutes on PoCL */
+        cmocka_set_test_filter(only);
     g_device = dev ? atoi(dev) : 0;
     tern_cl_device_info list[TERN_CL_MAX_DEVICES];
     int n = 0;
@@ -1414,6 +1512,7 @@ int main(void) {
         cmocka_unit_test(test_context_runtime_failure),
         cmocka_unit_test(test_profile_log),
         cmocka_unit_test(test_backend_rope),
+        cmocka_unit_test(test_backend_fused),
         cmocka_unit_test(test_rope_kv),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

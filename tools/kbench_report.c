@@ -411,7 +411,7 @@ static void ops_launch(void *arg, long i) {
         tern_cl_rmsnorm(o->cl, o->a, o->b, o->n, 1, 1e-5f, o->c);
         break;
     case OP_ADD_RMSNORM:
-        tern_cl_add_rmsnorm(o->cl, o->d, 1.0f, o->a, o->b, o->n, 1, 1e-5f, o->c);
+        tern_cl_add_rmsnorm(o->cl, o->d, NULL, 1.0f, o->a, o->b, o->n, 1, 1e-5f, o->c);
         break;
     case OP_ROPE:
         tern_cl_rope(o->cl, o->c, 1, o->n_head, o->head_dim, o->head_dim, false, o->cos_sin, 0);

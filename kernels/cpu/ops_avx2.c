@@ -409,6 +409,28 @@ static void gelu_mul_avx2(int64_t n, const float *gate, const float *up, float *
     }
 }
 
+/* ---- the logits' soft-cap ---- */
+
+/* tanh(u) = sign(u) (1 - t) / (1 + t), t = e^(-2|u|) in (0, 1]: no overflow for any u, inf gives
+ * +-1 and NaN stays NaN (the cap's absolute error stays near one rounding of cap). */
+static void softcap_avx2(int64_t n, float *y, float scale, float cap) {
+    const __m256 vs = _mm256_set1_ps(scale), one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    const __m256 vc = _mm256_set1_ps(cap), m2_over_c = _mm256_set1_ps(cap > 0 ? -2.0f / cap : 0.0f);
+    int64_t i = 0;
+    for (; cap > 0 && i + 8 <= n; i += 8) {
+        const __m256 z = _mm256_mul_ps(vs, _mm256_loadu_ps(y + i));
+        const __m256 t = exp_ps(_mm256_mul_ps(m2_over_c, _mm256_andnot_ps(sign, z)));
+        const __m256 th = _mm256_div_ps(_mm256_sub_ps(one, t), _mm256_add_ps(one, t));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(vc, _mm256_or_ps(th, _mm256_and_ps(sign, z))));
+    }
+    for (; cap <= 0 && i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(vs, _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) {
+        const float z = scale * y[i];
+        y[i] = cap > 0 ? cap * tanhf(z / cap) : z;
+    }
+}
+
 /* ---- residual add, fp16 rows ---- */
 
 static void add_avx2(int64_t n, const float *restrict x, float *restrict y) {
@@ -445,6 +467,7 @@ void tern_cpu_avx2_fill_ops(tern_cpu_kernels *k) {
     k->attn_capped = attn_capped_avx2;
     k->silu_mul = silu_mul_avx2;
     k->gelu_mul = gelu_mul_avx2;
+    k->softcap = softcap_avx2;
     k->add = add_avx2;
     k->f32_to_f16 = f32_to_f16_avx2;
     k->f16_to_f32 = f16_to_f32_avx2;

@@ -216,6 +216,28 @@ static void gelu_mul_neon(int64_t n, const float *gate, const float *up, float *
     gated(1, n, gate, up, out);
 }
 
+/* ---- the logits' soft-cap ---- */
+
+/* tanh(u) = sign(u) (1 - t) / (1 + t), t = e^(-2|u|) in (0, 1]: no overflow for any u, inf gives
+ * +-1 and NaN stays NaN. */
+static inline float32x4_t softcap4(float32x4_t y, float scale, float cap) {
+    const float32x4_t z = vmulq_n_f32(y, scale), one = vdupq_n_f32(1.0f);
+    const float32x4_t t = exp_f32x4(vmulq_n_f32(vabsq_f32(z), -2.0f / cap));
+    const float32x4_t th = vdivq_f32(vsubq_f32(one, t), vaddq_f32(one, t));
+    const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(z), vdupq_n_u32(0x80000000u));
+    return vmulq_n_f32(vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(th), sign)), cap);
+}
+
+static void softcap_neon(int64_t n, float *y, float scale, float cap) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, cap > 0 ? softcap4(vld1q_f32(y + i), scale, cap) : vmulq_n_f32(vld1q_f32(y + i), scale));
+    for (; i < n; i++) {
+        const float z = scale * y[i];
+        y[i] = cap > 0 ? cap * tanhf(z / cap) : z;
+    }
+}
+
 /* ---- residual add and fp16 rows ---- */
 
 static void add_neon(int64_t n, const float *restrict x, float *restrict y) {
@@ -255,6 +277,7 @@ void tern_cpu_kernels_fill_neon_ops(tern_cpu_kernels *k) {
     k->attn_capped = attn_capped_neon;
     k->silu_mul = silu_mul_neon;
     k->gelu_mul = gelu_mul_neon;
+    k->softcap = softcap_neon;
     k->add = add_neon;
     k->f32_to_f16 = f32_to_f16_neon;
     k->f16_to_f32 = f16_to_f32_neon;

@@ -103,6 +103,13 @@ static void gelu_mul_ref(int64_t n, const float *gate, const float *up, float *o
     }
 }
 
+static void softcap_ref(int64_t n, float *y, float scale, float cap) {
+    for (int64_t i = 0; i < n; i++) {
+        const float z = scale * y[i];
+        y[i] = cap > 0 ? cap * tanhf(z / cap) : z;
+    }
+}
+
 static void add_ref(int64_t n, const float *restrict x, float *restrict y) {
     for (int64_t i = 0; i < n; i++)
         y[i] += x[i];
@@ -130,6 +137,7 @@ void tern_cpu_kernels_fill_ref_ops(tern_cpu_kernels *k) {
     k->attn_capped = attn_ref;
     k->silu_mul = silu_mul_ref;
     k->gelu_mul = gelu_mul_ref;
+    k->softcap = softcap_ref;
     k->add = add_ref;
     k->add_scaled = add_scaled_ref;
     k->f32_to_f16 = f32_to_f16_ref;

@@ -83,6 +83,43 @@ kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void rope_kv(
     }
 }
 
+/* norm_rope_kv: rope_kv with an RMS norm of each q and k head before its rotation (qwen3: weights
+ * qn, kn of head_dim), as rmsnorm then rope_kv compute it. One work-group of NORM_WGS per head of
+ * a token (global size ((n_head + n_head_kv + 1) * NORM_WGS, n_tokens)): the q heads, the k
+ * heads, then one group for v. The head's squares are summed before any of it is written. */
+kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void norm_rope_kv(
+    global float *q, global float *k, global const float *v, global half *kc, global half *vc, const int n_head,
+    const int n_head_kv, const int head_dim, const int n_rot, const int neox, global const float *cos_sin,
+    const int pos0, const int v_width, global const float *qn, global const float *kn, const float eps) {
+    local float red[NORM_WGS];
+    const int g = get_group_id(0), t = get_global_id(1), lid = get_local_id(0), half_rot = n_rot / 2;
+    const int pos = pos0 + t, k_width = n_head_kv * head_dim;
+    if (g == n_head + n_head_kv) { /* v */
+        for (int i = lid; i < v_width; i += NORM_WGS)
+            vstore_half_rte(v[(size_t)t * v_width + i], (size_t)pos * v_width + i, vc);
+        return;
+    }
+    const bool is_q = g < n_head;
+    const int h = is_q ? g : g - n_head;
+    global float *head = is_q ? q + ((size_t)t * n_head + h) * head_dim : k + ((size_t)t * n_head_kv + h) * head_dim;
+    global const float *w = is_q ? qn : kn;
+    const float scale = 1.0f / sqrt(group_sum(sum_squares(head, head_dim), red, NORM_WGS) / (float)head_dim + eps);
+    global const float *cs = cos_sin + (size_t)pos * (size_t)n_rot;
+    for (int j = lid; j < head_dim / 2; j += NORM_WGS) {
+        const int2 at = j < half_rot ? rope_pair(j, n_rot, neox)
+                                     : (int2)(n_rot + 2 * (j - half_rot), n_rot + 2 * (j - half_rot) + 1);
+        head[at.x] = head[at.x] * scale * w[at.x];
+        head[at.y] = head[at.y] * scale * w[at.y];
+        if (j < half_rot)
+            rotate_pair(head, at, cs[2 * j], cs[2 * j + 1]);
+        if (!is_q) {
+            const size_t row = (size_t)pos * (size_t)k_width + (size_t)h * (size_t)head_dim;
+            vstore_half_rte(head[at.x], row + at.x, kc);
+            vstore_half_rte(head[at.y], row + at.y, kc);
+        }
+    }
+}
+
 /* The loops below over keys and dimensions have run-time lengths, which GPU compilers do not
  * software-pipeline: each iteration's load would wait a full memory latency. Four independent
  * chains per iteration keep four loads in flight. */

@@ -46,11 +46,17 @@ void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
         cl->x8_of = NULL; /* the kernel may write the buffer x8 was rounded from */
     cl_int rc = cl->api.EnqueueNDRangeKernel(cl->queue, kernel, dims, NULL, rounded, local, 0, NULL,
                                              tern_cl_profile_slot(cl));
-    if (rc != CL_SUCCESS)
+    if (rc != CL_SUCCESS) {
         tern_cl_fail(cl, name, rc);
-    else
+    } else {
+        cl->launches++;
         tern_cl_profile_add(cl, name, bytes);
+    }
     tern_cl_profile_host(cl, t0, false);
+}
+
+uint64_t tern_cl_launches(const tern_cl *cl) {
+    return cl->launches;
 }
 
 const tern_cl_device_info *tern_cl_device(const tern_cl *cl) {
@@ -283,6 +289,8 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
         {"attention", (size_t)t->att_wgs, &cl->attention},
         {"attention_merge", (size_t)t->att_wgs, &cl->attention_merge},
         {"rope_kv", (size_t)t->ew_wgs, &cl->rope_kv},
+        {"norm_rope_kv", (size_t)t->norm_wgs, &cl->norm_rope_kv},
+        {"softcap", (size_t)t->ew_wgs, &cl->softcap},
         {"quantize_x8", (size_t)t->ew_wgs, &cl->quantize_x8},
         {"attention_tiled", 0, &cl->attention_tiled}, /* used where it fits: below */
         {"read_bw", 0, &cl->read_bw}, /* any work-group size: cl_bandwidth.c asks the kernel */
@@ -414,7 +422,7 @@ void tern_cl_free(tern_cl *cl) {
                 cl->api.ReleaseKernel(typed[i][t]);
     cl_kernel ops[] = {cl->rmsnorm,  cl->add_rmsnorm, cl->rope,           cl->glu,     cl->add,
                        cl->add_bias, cl->kv_store,    cl->attention,      cl->read_bw, cl->attention_merge,
-                       cl->rope_kv,  cl->quantize_x8, cl->attention_tiled};
+                       cl->rope_kv,  cl->quantize_x8, cl->attention_tiled, cl->norm_rope_kv, cl->softcap};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i])
             cl->api.ReleaseKernel(ops[i]);

@@ -120,7 +120,8 @@ struct tern_cl {
      * [5] matmul_mma (only where MMA is built) */
     char names[6][TERN_TYPE_COUNT][20];
     cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
-        quantize_x8, attention_tiled;
+        norm_rope_kv, softcap, quantize_x8, attention_tiled;
+    uint64_t launches; /* enqueued kernels (tern_cl_launches) */
     bool att_tiled;    /* attention_tiled fits the device (work-group and local memory) */
     cl_kernel read_bw; /* bandwidth.cl: the read-bandwidth probe (cl_bandwidth.c) */
 

@@ -101,6 +101,7 @@ static bool matmul_clblast(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_p
         tern_cl_profile_host(cl, t0, false);
         if (rc != 0)
             return r == 0 ? false : (tern_cl_fail(cl, "CLBlastSgemm", rc), true);
+        cl->launches++;
         tern_cl_profile_add(cl, "clblast_sgemm", (uint64_t)(m * (w->k + rows) + rows * w->k) * 4);
     }
     return true;

@@ -22,18 +22,18 @@ void tern_cl_rmsnorm(tern_cl *cl, cl_mem x, cl_mem w, int64_t width, int64_t n_r
         tern_cl_x8_holds(cl, y, width, n_rows);
 }
 
-void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, float scale, cl_mem y, cl_mem w, int64_t width, int64_t n_rows,
-                         float eps, cl_mem out) {
-    const cl_int n = (cl_int)width;
+void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem bw, float scale, cl_mem y, cl_mem w, int64_t width,
+                         int64_t n_rows, float eps, cl_mem out) {
+    const cl_int n = (cl_int)width, use_bw = bw != NULL;
     cl_mem x8 = tern_cl_x8_for(cl, width, n_rows);
     const cl_int use_x8 = x8 != NULL;
     const tern_cl_arg args[] = {TERN_CL_ARG(y),   TERN_CL_ARG(t),   TERN_CL_ARG(w),      TERN_CL_ARG(n),
                                 TERN_CL_ARG(eps), TERN_CL_ARG(out), TERN_CL_ARG(x8),     TERN_CL_ARG(use_x8),
-                                TERN_CL_ARG(scale)};
+                                TERN_CL_ARG(scale), TERN_CL_ARG(bw), TERN_CL_ARG(use_bw)};
     const size_t global[1] = {(size_t)n_rows * (size_t)cl->tune.norm_wgs},
                  local[1] = {(size_t)cl->tune.norm_wgs};
-    tern_cl_launch(cl, cl->add_rmsnorm, "add_rmsnorm", 9, args, 1, global, local,
-                   (uint64_t)(width * n_rows) * 16);
+    tern_cl_launch(cl, cl->add_rmsnorm, "add_rmsnorm", 11, args, 1, global, local,
+                   (uint64_t)(width * n_rows) * (use_bw ? 20 : 16));
     if (x8)
         tern_cl_x8_holds(cl, out, width, n_rows);
 }
@@ -77,18 +77,28 @@ static int64_t attention_span(const tern_cl *cl, const tern_cl_attn_shape *s, in
     return span < keys ? span : keys;
 }
 
+/* rope_kv: one work-item per pair; norm_rope_kv: one work-group per head, which its norm sums. */
 void tern_cl_rope_kv(tern_cl *cl, const tern_cl_rope_kv_args *a) {
     const cl_int nh = (cl_int)a->n_head, nkv = (cl_int)a->n_head_kv, hd = (cl_int)a->head_dim,
                  nr = (cl_int)a->n_rot, nx = a->neox, p0 = (cl_int)a->pos0, vw = (cl_int)a->v_width;
     const tern_cl_arg args[] = {TERN_CL_ARG(a->q),  TERN_CL_ARG(a->k),  TERN_CL_ARG(a->v),  TERN_CL_ARG(a->kc),
                                 TERN_CL_ARG(a->vc), TERN_CL_ARG(nh),    TERN_CL_ARG(nkv),   TERN_CL_ARG(hd),
                                 TERN_CL_ARG(nr),    TERN_CL_ARG(nx),    TERN_CL_ARG(a->cos_sin), TERN_CL_ARG(p0),
-                                TERN_CL_ARG(vw)};
+                                TERN_CL_ARG(vw),    TERN_CL_ARG(a->q_norm), TERN_CL_ARG(a->k_norm),
+                                TERN_CL_ARG(a->eps)};
+    const uint64_t bytes =
+        (uint64_t)(a->n_tokens * (a->n_head * a->n_rot * 8 + (a->n_head_kv * a->head_dim + a->v_width) * 6));
+    if (a->q_norm) {
+        const size_t global[2] = {(size_t)(a->n_head + a->n_head_kv + 1) * (size_t)cl->tune.norm_wgs,
+                                  (size_t)a->n_tokens};
+        const size_t local[2] = {(size_t)cl->tune.norm_wgs, 1};
+        tern_cl_launch(cl, cl->norm_rope_kv, "norm_rope_kv", 16, args, 2, global, local, bytes);
+        return;
+    }
     const int64_t items = a->n_head * (a->n_rot / 2) + a->n_head_kv * (a->head_dim / 2) + a->v_width / 2;
     const size_t global[2] = {round_up(items, cl->tune.ew_wgs), (size_t)a->n_tokens};
     const size_t local[2] = {(size_t)cl->tune.ew_wgs, 1};
-    tern_cl_launch(cl, cl->rope_kv, "rope_kv", 13, args, 2, global, local,
-                   (uint64_t)(a->n_tokens * (a->n_head * a->n_rot * 8 + (a->n_head_kv * a->head_dim + a->v_width) * 6)));
+    tern_cl_launch(cl, cl->rope_kv, "rope_kv", 13, args, 2, global, local, bytes);
 }
 
 void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out) {
@@ -158,6 +168,13 @@ void tern_cl_glu(tern_cl *cl, cl_mem gate, cl_mem up, int64_t n, bool gelu, cl_m
                                 TERN_CL_ARG(g)};
     const size_t global[1] = {(size_t)n}, local[1] = {(size_t)cl->tune.ew_wgs};
     tern_cl_launch(cl, cl->glu, "glu", 5, args, 1, global, local, (uint64_t)n * 12);
+}
+
+void tern_cl_softcap(tern_cl *cl, cl_mem y, int64_t n, float scale, float cap) {
+    const cl_int nn = (cl_int)n;
+    const tern_cl_arg args[] = {TERN_CL_ARG(y), TERN_CL_ARG(nn), TERN_CL_ARG(scale), TERN_CL_ARG(cap)};
+    const size_t global[1] = {(size_t)n}, local[1] = {(size_t)cl->tune.ew_wgs};
+    tern_cl_launch(cl, cl->softcap, "softcap", 4, args, 1, global, local, (uint64_t)n * 8);
 }
 
 void tern_cl_add(tern_cl *cl, cl_mem x, int64_t n, float scale, cl_mem y) {

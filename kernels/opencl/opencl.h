@@ -81,6 +81,8 @@ const char *tern_cl_products_name(const tern_cl *cl);
  * kernel once per token). Returns TERN_ERR_UNSUPPORTED when CLBlast is asked for and absent. */
 tern_status tern_cl_set_gemm(tern_cl *cl, tern_opencl_gemm path, int64_t min_m, tern_error *err);
 int64_t tern_cl_gemm_min_m(const tern_cl *cl);
+/* Kernel launches enqueued through this handle so far. */
+uint64_t tern_cl_launches(const tern_cl *cl);
 /* Device memory allocated through this handle, in bytes. */
 uint64_t tern_cl_memory_used(const tern_cl *cl);
 
@@ -152,10 +154,10 @@ void tern_cl_get_rows(tern_cl *cl, const tern_cl_matrix *w, const int32_t *rows,
                       cl_mem out);
 /* y = x * w / sqrt(mean(x^2) + eps) per row of `width` (w: width floats); x may equal y. */
 void tern_cl_rmsnorm(tern_cl *cl, cl_mem x, cl_mem w, int64_t width, int64_t n_rows, float eps, cl_mem y);
-/* y += scale * t, then out = rmsnorm(y) * w (the residual add and the following norm in one launch). */
-void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, float scale, cl_mem y, cl_mem w, int64_t width, int64_t n_rows,
-                         float eps,
-                         cl_mem out);
+/* y += scale * t', then out = rmsnorm(y) * w (the residual add and the following norm in one launch);
+ * t' is t, or rmsnorm(t) * bw where bw is not NULL (a norm of the branch before the add). */
+void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem bw, float scale, cl_mem y, cl_mem w, int64_t width,
+                         int64_t n_rows, float eps, cl_mem out);
 /* Rotates n_tokens x n_head heads by the table cos_sin ([position][n_rot] as cos, sin pairs). */
 void tern_cl_rope(tern_cl *cl, cl_mem x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
                   bool neox, cl_mem cos_sin, int64_t pos0);
@@ -165,9 +167,12 @@ void tern_cl_kv_store(tern_cl *cl, cl_mem k, cl_mem v, cl_mem kc, cl_mem vc, int
 
 /* rope of q (n_head heads) and k (n_head_kv heads) by cos_sin, as tern_cl_rope, then k (rotated)
  * and v stored as f16 at positions pos0.. of kc, vc, as tern_cl_kv_store: one launch. head_dim,
- * n_rot and v_width must be even; k_width is n_head_kv * head_dim. */
+ * n_rot and v_width must be even; k_width is n_head_kv * head_dim. With q_norm and k_norm (both,
+ * head_dim floats each) every head is first RMS-normalized by them, as tern_cl_rmsnorm with eps. */
 typedef struct tern_cl_rope_kv_args {
     cl_mem q, k, v, kc, vc, cos_sin;
+    cl_mem q_norm, k_norm; /* or NULL */
+    float eps;
     int64_t n_tokens, n_head, n_head_kv, head_dim, n_rot, pos0, v_width;
     bool neox;
 } tern_cl_rope_kv_args;
@@ -182,6 +187,8 @@ typedef struct tern_cl_attn_shape {
 void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out);
 /* out = act(gate) * up over n floats (silu, or gelu_tanh); out may equal gate. */
 void tern_cl_glu(tern_cl *cl, cl_mem gate, cl_mem up, int64_t n, bool gelu, cl_mem out);
+/* y = cap * tanh(scale * y / cap) over n floats, or scale * y when cap is 0. */
+void tern_cl_softcap(tern_cl *cl, cl_mem y, int64_t n, float scale, float cap);
 /* y += scale * x over n floats; y[i][:] += b over m rows of width. */
 void tern_cl_add(tern_cl *cl, cl_mem x, int64_t n, float scale, cl_mem y);
 void tern_cl_add_bias(tern_cl *cl, cl_mem b, int64_t width, int64_t m, cl_mem y);

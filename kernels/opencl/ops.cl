@@ -2,10 +2,11 @@
  * ops.cl: the row and element-wise operations of the forward pass, with the math of
  * kernels/cpu/ops_ref.c:
  *   rmsnorm   y = x * w / sqrt(mean(x^2) + eps), one work-group per row (x may equal y)
- *   add_rmsnorm  the residual add and the rmsnorm after it, fused
+ *   add_rmsnorm  the residual add and the rmsnorm after it, fused (the branch's own norm too)
  *   rope      rotate pairs by the host's (cos, sin) table: pair (2i, 2i+1), or (i, i + n_rot/2) for neox
  *   glu       out = silu(gate) * up, or gelu_tanh(gate) * up (out may equal gate)
  *   add       y += scale * x;  add_bias  y[i] += b[i % width]
+ *   softcap   y = cap * tanh(scale * y / cap) (the logits)
  * The reference sums the squares of rmsnorm in double; here they are summed in f32 as a tree,
  * whose error stays near one rounding for any row length (fp64 is optional in OpenCL).
  */
@@ -81,24 +82,34 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void rmsnorm(
         norm_x8(y + base, n, x8);
 }
 
-/* y += ts * t, then out = rmsnorm(y) * w, per row: the residual add (ts: granite's residual scale,
+/* Four elements of the branch from i (in float4s), normalized by bs * bw when use_bw. */
+static inline float4 branch4(global const float *restrict t, global const float *bw, const int i, const float bs,
+                             const int use_bw) {
+    const float4 v = vload4(i, t);
+    return use_bw ? v * bs * vload4(i, bw) : v;
+}
+
+/* y += ts * t', then out = rmsnorm(y) * w, per row: the residual add (ts: granite's residual scale,
  * else 1, where the product is exact) and the norm that always follows it in the forward pass,
- * in one launch. The same f32 operations as add then rmsnorm. y and t are distinct buffers
- * (restrict: the loads of t need not wait for the stores to y). */
+ * in one launch; t' is t, or with use_bw rmsnorm(t) * bw (gemma2's post-norm of the branch). The
+ * same f32 operations as rmsnorm, add then rmsnorm. y and t are distinct buffers (restrict: the
+ * loads of t need not wait for the stores to y). */
 kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
     global float *restrict y, global const float *restrict t, global const float *w, const int n, const float eps,
-    global float *out, global uchar *x8, const int use_x8, const float ts) {
+    global float *out, global uchar *x8, const int use_x8, const float ts, global const float *bw, const int use_bw) {
     local float red[NORM_WGS];
     const int lid = get_local_id(0), n4 = n / 4;
     const size_t base = (size_t)get_group_id(0) * (size_t)n;
     y += base;
     t += base;
+    const float bs = use_bw ? 1.0f / sqrt(group_sum(sum_squares(t, n), red, NORM_WGS) / (float)n + eps) : 1.0f;
     float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
     int i = lid;
     for (; i + 3 * NORM_WGS < n4; i += 4 * NORM_WGS) { /* four rows' loads first, as in sum_squares */
-        const float4 v0 = vload4(i, y) + ts * vload4(i, t), v1 = vload4(i + NORM_WGS, y) + ts * vload4(i + NORM_WGS, t);
-        const float4 v2 = vload4(i + 2 * NORM_WGS, y) + ts * vload4(i + 2 * NORM_WGS, t);
-        const float4 v3 = vload4(i + 3 * NORM_WGS, y) + ts * vload4(i + 3 * NORM_WGS, t);
+        const float4 v0 = vload4(i, y) + ts * branch4(t, bw, i, bs, use_bw);
+        const float4 v1 = vload4(i + NORM_WGS, y) + ts * branch4(t, bw, i + NORM_WGS, bs, use_bw);
+        const float4 v2 = vload4(i + 2 * NORM_WGS, y) + ts * branch4(t, bw, i + 2 * NORM_WGS, bs, use_bw);
+        const float4 v3 = vload4(i + 3 * NORM_WGS, y) + ts * branch4(t, bw, i + 3 * NORM_WGS, bs, use_bw);
         vstore4(v0, i, y);
         vstore4(v1, i + NORM_WGS, y);
         vstore4(v2, i + 2 * NORM_WGS, y);
@@ -109,14 +120,14 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
         a3 = mad(v3, v3, a3);
     }
     for (; i < n4; i += NORM_WGS) {
-        const float4 v = vload4(i, y) + ts * vload4(i, t);
+        const float4 v = vload4(i, y) + ts * branch4(t, bw, i, bs, use_bw);
         vstore4(v, i, y);
         a0 = mad(v, v, a0);
     }
     const float4 acc = (a0 + a1) + (a2 + a3);
     float s = (acc.x + acc.y) + (acc.z + acc.w);
     for (int j = 4 * n4 + lid; j < n; j += NORM_WGS) {
-        const float v = y[j] + ts * t[j];
+        const float v = y[j] + ts * (use_bw ? t[j] * bs * bw[j] : t[j]);
         y[j] = v;
         s = mad(v, v, s);
     }
@@ -144,6 +155,16 @@ kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void glu(global const
     if (i >= n)
         return;
     out[i] = glu_act(gate[i], up[i], gelu);
+}
+
+/* y = cap * tanh(scale * y / cap), or scale * y when cap is 0: the logits of granite and gemma2. */
+kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void softcap(global float *y, const int n,
+                                                                         const float scale, const float cap) {
+    const int i = get_global_id(0);
+    if (i >= n)
+        return;
+    const float z = scale * y[i];
+    y[i] = cap > 0 ? cap * tanh(z / cap) : z;
 }
 
 kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void add(global const float *x, global float *y,
