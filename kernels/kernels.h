@@ -89,6 +89,11 @@ typedef struct tern_cpu_kernels {
     /* f32 -> f16 row (KV cache stores), f16 -> f32 row */
     void (*f32_to_f16)(int64_t n, const float *restrict x, uint16_t *restrict y);
     void (*f16_to_f32)(int64_t n, const uint16_t *restrict x, float *restrict y);
+
+    /* Optional (NULL on paths without one): n rounds of the path's int8 multiply unit at its peak rate, with
+     * the operands already in its registers, for tern kbench's ceiling of the prefill gemm rows. Returns the
+     * int8 multiply-adds done. */
+    int64_t (*int8_peak)(int64_t n);
 } tern_cpu_kernels;
 
 /* Fill k with the best kernels this CPU runs. force_isa names a path: "ref", "avx2", "avx512vnni", "amx",

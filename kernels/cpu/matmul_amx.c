@@ -49,7 +49,9 @@
 #define AMX_TILE_M 16 /* activation rows of A and C */
 #define AMX_TILE_N 16 /* weight rows of B, columns of C */
 #define AMX_UNIT 256  /* elements of a panel unit: a K-quant block, or 8 blocks of a 32-element format */
-#define AMX_CHUNK 4   /* units per panel */
+#ifndef AMX_CHUNK
+#define AMX_CHUNK 4 /* units per panel */
+#endif
 /* Activation rows from which the tiles are used; below, one tile would be mostly empty. */
 #define AMX_MIN_M 16
 
@@ -244,77 +246,110 @@ static TERN_AVX2_INLINE void amx_act_d_32(const uint8_t *x, __m512i rows_off, fl
     _mm512_store_ps(da, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)));
 }
 
+/* Where a type's A operands sit: a unit of 256 activation elements (a Q8_K block, or 8 Q8_0 blocks), the
+ * first level in it, and the distance from one sub-tile's levels to the next. */
+static TERN_AVX2_INLINE size_t amx_a_unit(const enum amx_format f) {
+    return f == AMX_Q4_K || f == AMX_Q6_K ? sizeof(tern_block_q8_k) : 8 * sizeof(tern_block_q8_0);
+}
+static TERN_AVX2_INLINE size_t amx_a_first(const enum amx_format f) {
+    return f == AMX_Q4_K || f == AMX_Q6_K ? offsetof(tern_block_q8_k, qs) : offsetof(tern_block_q8_0, qs);
+}
+static TERN_AVX2_INLINE size_t amx_a_step(const enum amx_format f) {
+    return f == AMX_Q6_K ? 16 : f == AMX_Q4_K ? 32 : sizeof(tern_block_q8_0);
+}
+
+/* The n_sub sub-tiles of one unit (xu: its activation levels, 16 rows x_stride apart; b: its panel part)
+ * into c[t], exact int32 sums. The two C tiles alternate, so one multiply runs while the other's result is
+ * stored. */
+static TERN_AVX2_INLINE void amx_unit_products(const enum amx_format f, const int8_t *restrict b,
+                                               const uint8_t *restrict xu, size_t x_stride, int n_sub,
+                                               int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
+    const size_t first = amx_a_first(f), step = amx_a_step(f);
+    const int b_bytes = (f == AMX_Q6_K ? 16 : 32) * AMX_TILE_N;
+    amx_multiply_0(xu + first, x_stride, b);
+    for (int t = 0; t < n_sub; t += 2) {
+        if (t + 1 < n_sub)
+            amx_multiply_1(xu + first + (size_t)(t + 1) * step, x_stride, b + (t + 1) * b_bytes);
+        _tile_stored(0, c[t], 64);
+        if (t + 2 < n_sub)
+            amx_multiply_0(xu + first + (size_t)(t + 2) * step, x_stride, b + (t + 2) * b_bytes);
+        if (t + 1 < n_sub)
+            _tile_stored(1, c[t + 1], 64);
+    }
+}
+
+/* out[i] += what unit u adds to activation row i, from its sums c[t]: the scales in f32, then (K-quants)
+ * the mins through the bsums and the activation block's d. */
+static TERN_AVX2_INLINE void amx_unit_scale(const enum amx_format f, const amx_panel *restrict p, int u,
+                                            int n_sub, const int32_t c[][AMX_TILE_M][AMX_TILE_N],
+                                            const uint8_t *restrict xu, size_t x_stride, __m512i rows_off,
+                                            __m512 out[AMX_TILE_M]) {
+    if (f != AMX_Q4_K && f != AMX_Q6_K) {
+        _Alignas(64) float da[AMX_TILE_M];
+        for (int t = 0; t < n_sub; t++) {
+            amx_act_d_32(xu + (size_t)t * sizeof(tern_block_q8_0), rows_off, da);
+            amx_scale_32(c[t], p->scale[u][t], da, out);
+        }
+        return;
+    }
+    __m512 blk[AMX_TILE_M];
+#pragma GCC unroll 16
+    for (int i = 0; i < AMX_TILE_M; i++)
+        blk[i] = _mm512_setzero_ps();
+    for (int t = 0; t < n_sub; t++)
+        amx_scale_k(c[t], p->scale[u][t], blk);
+    const __m512 dmin = _mm512_load_ps(p->dmin[u]);
+#pragma GCC unroll 16
+    for (int i = 0; i < AMX_TILE_M; i++) {
+        const tern_block_q8_k *a = (const tern_block_q8_k *)(xu + (size_t)i * x_stride);
+        __m512 v = blk[i];
+        if (f == AMX_Q4_K) {
+            __m512i mins = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++) {
+                int32_t pair;
+                memcpy(&pair, &a->bsums[2 * t], sizeof pair);
+                mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(pair), _mm512_load_si512(p->mins[u][t]));
+            }
+            v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, v);
+        }
+        out[i] = _mm512_fmadd_ps(v, _mm512_set1_ps(a->d), out[i]);
+    }
+}
+
+/* Units whose products are issued before the previous unit's sums are scaled: 1 lets the tile unit work on
+ * unit u + 1 while the vector units scale unit u (the scaling waits on each C's store, and in between
+ * the tile unit would idle); 0 does one unit after the other. */
+#ifndef AMX_UNITS_AHEAD
+#define AMX_UNITS_AHEAD 1
+#endif
+
 /* The 16 x 16 outputs at y from 16 activation rows (x: row 0 at the chunk's first unit) and the panel's
- * n_units units, double-buffered over the units' sub-tiles. add: y holds earlier chunks' sums. */
+ * n_units units. add: y holds earlier chunks' sums. */
 static TERN_AVX2_INLINE void amx_tile(const enum amx_format f, const amx_panel *restrict p, int n_units,
                                       int64_t n_blocks_32, const uint8_t *restrict x, size_t x_stride,
                                       __m512i rows_off, float *restrict y, int64_t y_stride, __mmask16 valid,
                                       int add) {
     const int kq = f == AMX_Q4_K || f == AMX_Q6_K;
-    const int ksub = f == AMX_Q6_K ? 16 : 32, b_bytes = ksub * AMX_TILE_N;
-    const int n_sub = f == AMX_Q6_K ? 16 : 8; /* sub-tiles per unit (32-element: blocks) */
-    const size_t a_unit = kq ? sizeof(tern_block_q8_k) : 8 * sizeof(tern_block_q8_0);
-    const size_t a_first = kq ? offsetof(tern_block_q8_k, qs) : offsetof(tern_block_q8_0, qs);
-    const size_t a_step = kq ? (size_t)ksub : sizeof(tern_block_q8_0);
-    _Alignas(64) int32_t c[2][AMX_TILE_M][AMX_TILE_N];
-    _Alignas(64) float da[2][AMX_TILE_M];
+    const int n_sub = f == AMX_Q6_K ? 16 : 8; /* sub-tiles per unit (32-element formats: blocks) */
+    _Alignas(64) int32_t c[2][16][AMX_TILE_M][AMX_TILE_N];
     __m512 out[AMX_TILE_M];
 #pragma GCC unroll 16
     for (int i = 0; i < AMX_TILE_M; i++)
         out[i] = add ? _mm512_maskz_loadu_ps(valid, y + i * y_stride) : _mm512_setzero_ps();
+    int subs[AMX_CHUNK] = {0};
     for (int u = 0; u < n_units; u++) {
-        const uint8_t *xu = x + (size_t)u * a_unit;
-        const int8_t *b = p->b[u];
         const int64_t left = n_blocks_32 - 8 * (int64_t)u;
-        const int nt = kq || left >= 8 ? n_sub : (int)left;
-        __m512 blk[AMX_TILE_M];
-        __m512 *acc = kq ? blk : out; /* K-quants: one block's sums, then d_a and the mins */
-        if (kq)
-#pragma GCC unroll 16
-            for (int i = 0; i < AMX_TILE_M; i++)
-                blk[i] = _mm512_setzero_ps();
-        amx_multiply_0(xu + a_first, x_stride, b);
-        for (int t = 0; t < nt; t += 2) {
-            if (t + 1 < nt)
-                amx_multiply_1(xu + a_first + (size_t)(t + 1) * a_step, x_stride, b + (t + 1) * b_bytes);
-            _tile_stored(0, c[0], 64);
-            if (kq) {
-                amx_scale_k(c[0], p->scale[u][t], acc);
-            } else {
-                amx_act_d_32(xu + (size_t)t * sizeof(tern_block_q8_0), rows_off, da[0]);
-                amx_scale_32(c[0], p->scale[u][t], da[0], acc);
-            }
-            if (t + 2 < nt)
-                amx_multiply_0(xu + a_first + (size_t)(t + 2) * a_step, x_stride, b + (t + 2) * b_bytes);
-            if (t + 1 < nt) {
-                _tile_stored(1, c[1], 64);
-                if (kq) {
-                    amx_scale_k(c[1], p->scale[u][t + 1], acc);
-                } else {
-                    amx_act_d_32(xu + (size_t)(t + 1) * sizeof(tern_block_q8_0), rows_off, da[1]);
-                    amx_scale_32(c[1], p->scale[u][t + 1], da[1], acc);
-                }
-            }
-        }
-        if (!kq)
-            continue;
-        const __m512 dmin = _mm512_load_ps(p->dmin[u]);
-#pragma GCC unroll 16
-        for (int i = 0; i < AMX_TILE_M; i++) {
-            const tern_block_q8_k *a = (const tern_block_q8_k *)(xu + (size_t)i * x_stride);
-            __m512 v = blk[i];
-            if (f == AMX_Q4_K) {
-                __m512i mins = _mm512_setzero_si512();
-#pragma GCC unroll 8
-                for (int t = 0; t < 8; t++) {
-                    int32_t pair;
-                    memcpy(&pair, &a->bsums[2 * t], sizeof pair);
-                    mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(pair), _mm512_load_si512(p->mins[u][t]));
-                }
-                v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, v);
-            }
-            out[i] = _mm512_fmadd_ps(v, _mm512_set1_ps(a->d), out[i]);
-        }
+        subs[u] = kq || left >= 8 ? n_sub : (int)left;
+    }
+    amx_unit_products(f, p->b[0], x, x_stride, subs[0], c[0]);
+    for (int u = 0; u < n_units; u++) {
+        const uint8_t *next = x + (size_t)(u + 1) * amx_a_unit(f);
+        if (AMX_UNITS_AHEAD && u + 1 < n_units)
+            amx_unit_products(f, p->b[u + 1], next, x_stride, subs[u + 1], c[(u + 1) % 2]);
+        amx_unit_scale(f, p, u, subs[u], c[u % 2], x + (size_t)u * amx_a_unit(f), x_stride, rows_off, out);
+        if (!AMX_UNITS_AHEAD && u + 1 < n_units)
+            amx_unit_products(f, p->b[u + 1], next, x_stride, subs[u + 1], c[(u + 1) % 2]);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < AMX_TILE_M; i++)
@@ -327,7 +362,7 @@ static TERN_AVX2_INLINE void amx_gemm(const enum amx_format f, int64_t k, const 
                                       size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
     const int kq = f == AMX_Q4_K || f == AMX_Q6_K;
     const int64_t n_units = (k + AMX_UNIT - 1) / AMX_UNIT, blocks_32 = kq ? 0 : k / TERN_QK8_0;
-    const size_t a_unit = kq ? sizeof(tern_block_q8_k) : 8 * sizeof(tern_block_q8_0);
+    const size_t a_unit = amx_a_unit(f);
     const __m512i rows_off = _mm512_mullo_epi32(_mm512_set1_epi32((int)x_stride),
                                                 _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
     amx_panel p;
@@ -344,6 +379,36 @@ static TERN_AVX2_INLINE void amx_gemm(const enum amx_format f, int64_t k, const 
         }
     }
     _tile_release();
+}
+
+/* ---- the unit's peak ---- */
+
+/* n rounds of 4 independent 16 x 16 x 64 multiplies (C in tiles 0-3, A in 4 and 5, B in 6 and 7), nothing
+ * loaded or stored: what the tile unit does at most, the ceiling tern kbench puts beside the gemm rows. */
+static int64_t amx_int8_peak(int64_t n) {
+    amx_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++)
+        c.rows[t] = AMX_TILE_M, c.colsb[t] = 64;
+    amx_memory_barrier();
+    _tile_loadconfig(&c);
+    _tile_zero(0); /* one statement per tile: the tile number is part of the instruction */
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+    for (int64_t i = 0; i < n; i++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    _tile_release();
+    return n * 4 * AMX_TILE_M * AMX_TILE_N * 64;
 }
 
 /* ---- the table ---- */
@@ -378,4 +443,5 @@ void tern_cpu_kernels_fill_amx(tern_cpu_kernels *k) {
     k->gemm[TERN_TYPE_Q4_0] = gemm_q4_0;
     k->gemm[TERN_TYPE_Q5_0] = gemm_q5_0;
     k->gemm[TERN_TYPE_Q8_0] = gemm_q8_0;
+    k->int8_peak = amx_int8_peak;
 }
