@@ -27,15 +27,16 @@
  * the order of f32 operations differs.
  *
  * Tile configuration: loaded at the start of every gemm call and released at its end (tilerelease), not
- * once per thread. A call does at least 16 x 16 x 256 multiplies, against the tens of cycles of
- * ldtilecfg; the Q6_K and the other types need different A and B shapes; and a thread of the engine's
- * pool that leaves the tile state in use would make every later context switch save its 8 KiB.
+ * once per thread. A call does at least 16 x 16 x 256 multiplies against one ldtilecfg; Q6_K and the other
+ * types need different A and B shapes; and a thread of the engine's pool that kept the tile state in use
+ * between calls would have its 8 KiB of tile data saved at every context switch.
  *
  * Blocking: weight rows in groups of 16 (a group past the last weight row is padded with zero rows, whose
  * outputs are never stored), k in chunks of AMX_CHUNK units of 256 elements; per group and chunk the
- * panel (23 KiB, for L1) is unpacked once and every tile of 16 activation rows passes over it. Each C is
- * double-buffered (tiles 0 and 1, with A in 2 and 3, B in 4 and 5): the next sub-block's multiply is
- * issued before the last one's C is scaled, so the tile unit and the vector units overlap.
+ * panel (23 KiB, for L1) is unpacked once and every tile of 16 activation rows passes over it. Within a
+ * tile, the two C tiles alternate over a unit's sub-tiles (C in tiles 0 and 1, A in 2 and 3, B in 4 and 5)
+ * and are stored to a buffer; the next unit's multiplies are issued before this unit's sums are scaled, so
+ * the tile unit and the vector units work at the same time.
  */
 #include "kernels/cpu/avx2.h"
 
@@ -50,7 +51,7 @@
 #define AMX_TILE_N 16 /* weight rows of B, columns of C */
 #define AMX_UNIT 256  /* elements of a panel unit: a K-quant block, or 8 blocks of a 32-element format */
 #ifndef AMX_CHUNK
-#define AMX_CHUNK 4 /* units per panel */
+#define AMX_CHUNK 4 /* units per panel (-D overrides it; 2 and 8 measured in docs/kernels.md) */
 #endif
 /* Activation rows from which the tiles are used; below, one tile would be mostly empty. */
 #define AMX_MIN_M 16
@@ -317,15 +318,10 @@ static TERN_AVX2_INLINE void amx_unit_scale(const enum amx_format f, const amx_p
     }
 }
 
-/* Units whose products are issued before the previous unit's sums are scaled: 1 lets the tile unit work on
- * unit u + 1 while the vector units scale unit u (the scaling waits on each C's store, and in between
- * the tile unit would idle); 0 does one unit after the other. */
-#ifndef AMX_UNITS_AHEAD
-#define AMX_UNITS_AHEAD 1
-#endif
-
 /* The 16 x 16 outputs at y from 16 activation rows (x: row 0 at the chunk's first unit) and the panel's
- * n_units units. add: y holds earlier chunks' sums. */
+ * n_units units. add: y holds earlier chunks' sums. Unit u + 1's products are issued before unit u's sums
+ * are scaled, so the tile unit works on the next unit while the vector units scale this one (each scaling
+ * waits on its C's store; one unit after the other, the tile unit idles meanwhile: docs/kernels.md). */
 static TERN_AVX2_INLINE void amx_tile(const enum amx_format f, const amx_panel *restrict p, int n_units,
                                       int64_t n_blocks_32, const uint8_t *restrict x, size_t x_stride,
                                       __m512i rows_off, float *restrict y, int64_t y_stride, __mmask16 valid,
@@ -345,11 +341,9 @@ static TERN_AVX2_INLINE void amx_tile(const enum amx_format f, const amx_panel *
     amx_unit_products(f, p->b[0], x, x_stride, subs[0], c[0]);
     for (int u = 0; u < n_units; u++) {
         const uint8_t *next = x + (size_t)(u + 1) * amx_a_unit(f);
-        if (AMX_UNITS_AHEAD && u + 1 < n_units)
+        if (u + 1 < n_units)
             amx_unit_products(f, p->b[u + 1], next, x_stride, subs[u + 1], c[(u + 1) % 2]);
         amx_unit_scale(f, p, u, subs[u], c[u % 2], x + (size_t)u * amx_a_unit(f), x_stride, rows_off, out);
-        if (!AMX_UNITS_AHEAD && u + 1 < n_units)
-            amx_unit_products(f, p->b[u + 1], next, x_stride, subs[u + 1], c[(u + 1) % 2]);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < AMX_TILE_M; i++)
