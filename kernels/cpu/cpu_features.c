@@ -148,7 +148,8 @@ void tern_cpu_request_amx(tern_cpu_features *f) {
         return;
 #if defined(__x86_64__) && defined(__linux__)
     /* Granted once for the whole process (every thread, present and later); a kernel without the
-     * permission scheme (before 5.16) or a seccomp filter refuses it, and amx stays off. */
+     * permission scheme (before 5.16), a seccomp filter, or an alternate signal stack of some thread
+     * too small for the tile state refuses it, and amx stays off. */
     f->amx_permitted = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 && amx_permission_held();
 #endif
 }
