@@ -64,7 +64,7 @@ typedef void (*tern_attn_rows_fn)(int64_t dk, int64_t dv, int n_q, const float *
                                   float *restrict scores, float *const out[]);
 
 typedef struct tern_cpu_kernels {
-    const char *isa; /* "ref", "avx2", "avx512vnni", "neon", "neon-dotprod" */
+    const char *isa; /* "ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod" */
 
     tern_gemm_fn gemm[TERN_TYPE_COUNT];                /* per weight type; NULL = unsupported */
     tern_quantize_act_fn quantize_act[TERN_TYPE_COUNT]; /* per dot format (Q8_0, Q8_K, F32) */
@@ -91,12 +91,20 @@ typedef struct tern_cpu_kernels {
     /* f32 -> f16 row (KV cache stores), f16 -> f32 row */
     void (*f32_to_f16)(int64_t n, const float *restrict x, uint16_t *restrict y);
     void (*f16_to_f32)(int64_t n, const uint16_t *restrict x, float *restrict y);
+
+    /* Optional (NULL on paths without one): n rounds of the path's int8 multiply unit at its peak rate, with
+     * the operands already in its registers, for tern kbench's ceiling of the prefill gemm rows. Returns the
+     * int8 multiply-adds done. */
+    int64_t (*int8_peak)(int64_t n);
 } tern_cpu_kernels;
 
-/* Fill k with the best kernels this CPU runs. force_isa names a path: "ref", "avx2", "avx512vnni",
+/* Fill k with the best kernels this CPU runs. force_isa names a path: "ref", "avx2", "avx512vnni", "amx",
  * "neon", "neon-dotprod"; NULL, "auto" or an empty name means automatic. Returns TERN_ERR_UNSUPPORTED when a
- * forced path is not built into the library or cannot run on this CPU (the message lists the paths that can),
- * and TERN_ERR_INVALID_ARG for an unknown name. On any return k holds a usable table (at least ref). */
+ * forced path is not built into the library or cannot run on this CPU (the message names what is missing and
+ * lists the paths that can), and TERN_ERR_INVALID_ARG for an unknown name. On any return k holds a usable
+ * table (at least ref). When the choice may take "amx" (automatic, or forced) on a CPU with AMX-INT8, it first
+ * asks Linux for this process's AMX tile data permission (once per process; the permission then holds for
+ * every thread); where that is refused, the automatic choice falls back to the next path. */
 tern_status tern_cpu_kernels_init(tern_cpu_kernels *k, const char *force_isa, tern_error *err);
 
 /* The reference table (every entry set but the optional ones). */
@@ -110,11 +118,20 @@ void tern_attn_queries(const tern_cpu_kernels *k, int64_t dk, int64_t dv, int n_
                        const uint16_t *vc, size_t v_stride, float scale, float softcap, float *scores,
                        float *const out[]);
 
-/* What the CPU offers, for `tern info --cpu` and bench records. */
+/* What the CPU offers, for `tern info --cpu` and bench records. The AMX flags count when cpuid reports the
+ * unit and XCR0 enables its tile state (XTILECFG, XTILEDATA); amx_permitted is whether Linux has granted this
+ * process the tile data permission (arch_prctl ARCH_GET_XCOMP_PERM), which tern_cpu_kernels_init asks for. */
 typedef struct tern_cpu_features {
     int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avxvnni; /* x86-64 */
+    int amx_tile, amx_int8, amx_bf16, amx_permitted;                      /* x86-64 AMX */
     int neon, dotprod, fp16;                                              /* aarch64 */
 } tern_cpu_features;
 void tern_cpu_features_detect(tern_cpu_features *f);
+
+/* tern_cpu_kernels_init's choice for the CPU that f describes, with no detection and no permission request:
+ * the tables are only filled, never run, so a test can describe a CPU this one is not (AMX present but its
+ * permission refused, say). */
+tern_status tern_cpu_kernels_init_for(tern_cpu_kernels *k, const char *force_isa, const tern_cpu_features *f,
+                                      tern_error *err);
 
 #endif

@@ -8,7 +8,7 @@
  *  - every position: the reference top-1 is in our top-3, and where it leads by more than 0.5 it
  *    is our top-1 or within 0.5 of it (a near-tie on our side).
  * Each prompt is fed in one batch, in batches of 5 and token by token (prefill and decode take
- * different attention paths), on every CPU kernel path this machine runs (ref, avx2, avx512vnni;
+ * different attention paths), on every CPU kernel path this machine runs (ref, avx2, avx512vnni, amx;
  * neon, neon-dotprod), or only TERN_ISA's when it is set, or on the OpenCL backend with
  * TERN_TEST_BACKEND=opencl (tests/sh/opencl.sh).
  */
@@ -32,7 +32,7 @@
 
 static const char *const models[] = {"qwen3", "gemma2", "phi3", "granite"};
 static const int n_batches[] = {64, 5, 1};
-static const char *const isas[] = {"ref", "avx2", "avx512vnni", "neon", "neon-dotprod"};
+static const char *const isas[] = {"ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod"};
 
 typedef struct run_target {
     bool opencl;

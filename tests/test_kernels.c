@@ -33,7 +33,7 @@
 
 /* ---- fixture: the tables to test ---- */
 
-static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "neon", "neon-dotprod"};
+static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod"};
 #define N_ISA (sizeof isa_names / sizeof isa_names[0])
 
 typedef struct fixture {
@@ -52,13 +52,13 @@ static int setup_tables(void **state) {
             print_message("testing kernel table '%s'\n", f->tables[f->n].isa);
             f->n++;
         } else if (st == TERN_ERR_UNSUPPORTED) {
-            /* built but not runnable here (e.g. avx512vnni on an AVX2-only CPU), or another
-             * architecture's path: say which, so a run on the wrong machine is not mistaken for
-             * a test of that table */
-            if (strstr(err.message, "which this CPU lacks"))
-                print_message("skipped: CPU lacks %s (kernel table '%s' not tested)\n", isa_names[i], isa_names[i]);
-            else
+            /* built but not runnable here (e.g. avx512vnni on an AVX2-only CPU, amx where the CPU lacks
+             * it or the OS refuses its tile state), or another architecture's path: say which and why,
+             * so a run on the wrong machine is not mistaken for a test of that table */
+            if (strstr(err.message, "not built"))
                 print_message("skipped: kernel table '%s' is not built for this architecture\n", isa_names[i]);
+            else
+                print_message("skipped: kernel table '%s' not tested: %s\n", isa_names[i], err.message);
         } else {
             print_error("init '%s': %s\n", isa_names[i], err.message);
             free(f);
@@ -329,8 +329,8 @@ static void test_gemm_k_quants(void **state) {
 /* A K-quant gemm's reach: every integer sum at its extreme (all levels and scales at their
  * largest magnitude, activations at +-127) must still be exact in int32, and the partial sums the
  * prefill kernels keep in int16 must not overflow: each pattern runs with 1 activation row (decode
- * kernels) and with EXTREME_M equal rows (the multi-row kernels). */
-#define EXTREME_M 9
+ * kernels), 9 (the VNNI panels) and EXTREME_M equal rows (a tile of 16 for AMX, plus one row). */
+#define EXTREME_M 17
 static void test_gemm_extreme_blocks(void **state) {
     const fixture *f = *state;
     static const uint32_t types[] = {TERN_TYPE_Q4_0, TERN_TYPE_Q5_1, TERN_TYPE_Q8_0, TERN_TYPE_Q2_K,
@@ -359,7 +359,9 @@ static void test_gemm_extreme_blocks(void **state) {
                 double dot = 0, mag = 0;
                 for (int64_t e = 0; e < k; e++)
                     dot += (double)wd[e] * xd[e], mag += fabs((double)wd[e] * xd[e]);
-                for (int m = 1; m <= EXTREME_M; m += EXTREME_M - 1) {
+                static const int ms[] = {1, 9, EXTREME_M};
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+                    const int m = ms[mi];
                     f->tables[t].gemm[type](k, w, sizeof w, 1, xq, sizeof xq[0], m, y, 1);
                     for (int i = 0; i < m; i++)
                         if (!(fabs(y[i] - dot) <= 2e-5 * mag))
@@ -399,6 +401,26 @@ static void test_gemm_prefill_blocking(void **state) {
         check_gemm(f, types[t], 3 * 256, 37, 17, 7001 + 10 * t);
         check_gemm(f, types[t], 2 * 256, 67, 10, 7002 + 10 * t); /* the last tiles: 2 and 3 rows */
         check_gemm(f, types[t], 2 * 256, 66, 11, 7003 + 10 * t);
+    }
+}
+
+/* The AMX tiles (every type they cover): activation rows in whole tiles of 16 and with a remainder the
+ * VNNI kernels take (16, 17, 33, 47), weight rows in groups of 16 with a zero-padded last group (1, 13,
+ * 37), k over one panel chunk or several with a short last one (K-quants: 1, 5, 9 blocks; the 32-element
+ * formats: 7, 37 blocks, a partial unit of 8). Every table runs them; on a CPU without AMX they test the
+ * other paths at these shapes. */
+static void test_gemm_amx_tiles(void **state) {
+    const fixture *f = *state;
+    static const uint32_t kq[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K}, k32[] = {TERN_TYPE_Q4_0, TERN_TYPE_Q5_0,
+                                                                            TERN_TYPE_Q8_0};
+    static const int64_t ms[] = {16, 17, 33, 47}, rows[] = {1, 13, 37};
+    uint64_t seed = 9000;
+    for (size_t t = 0; t < 5; t++) {
+        const uint32_t type = t < 2 ? kq[t] : k32[t - 2];
+        const int64_t ks[] = {t < 2 ? 256 : 7 * 32, t < 2 ? 5 * 256 : 37 * 32, t < 2 ? 9 * 256 : 37 * 32};
+        for (size_t a = 0; a < 4; a++)
+            for (size_t b = 0; b < 3; b++)
+                check_gemm(f, type, ks[(a + b) % 3], rows[b], ms[a], seed++);
     }
 }
 
@@ -1035,7 +1057,7 @@ static void test_init_choice(void **state) {
         assert_int_equal(tern_cpu_kernels_init(&k, automatic[a], &err), TERN_OK);
         tern_cpu_kernels forced;
         for (size_t i = 0; i < N_ISA; i++) {
-            static const char *const best_first[] = {"avx512vnni", "avx2", "neon-dotprod", "neon", "ref"};
+            static const char *const best_first[] = {"amx", "avx512vnni", "avx2", "neon-dotprod", "neon", "ref"};
             if (tern_cpu_kernels_init(&forced, best_first[i], NULL) != TERN_OK)
                 continue;
             assert_string_equal(k.isa, best_first[i]);
@@ -1047,6 +1069,69 @@ static void test_init_choice(void **state) {
     else
         unsetenv("TERN_ISA");
     free(restore);
+}
+
+/* The amx path's choice, on described CPUs (the tables are filled, never run, so this runs anywhere): AMX
+ * absent, present with the OS's tile permission refused, and granted; then on this CPU, forced. */
+static void test_init_amx_choice(void **state) {
+    (void)state;
+    tern_cpu_kernels k;
+    tern_error err = {0};
+    tern_cpu_features f = {.avx2 = 1, .fma = 1, .f16c = 1, .avx512f = 1, .avx512bw = 1, .avx512vl = 1, .avx512vnni = 1};
+#if defined(__x86_64__)
+    const char *vnni = "avx512vnni";
+#else
+    const char *vnni = "ref"; /* the x86 paths are not built: the automatic choice falls through to ref */
+#endif
+    /* no AMX: forcing it names what is missing, the automatic choice is the VNNI path */
+    assert_int_equal(tern_cpu_kernels_init_for(&k, "amx", &f, &err), TERN_ERR_UNSUPPORTED);
+#if defined(__x86_64__)
+    assert_non_null(strstr(err.message, "needs amx_tile amx_int8, which this CPU lacks"));
+    f.amx_tile = 1;
+    assert_int_equal(tern_cpu_kernels_init_for(&k, "amx", &f, &err), TERN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "needs amx_int8, which this CPU lacks"));
+#else
+    assert_non_null(strstr(err.message, "not built"));
+#endif
+    assert_int_equal(tern_cpu_kernels_init_for(&k, NULL, &f, &err), TERN_OK);
+    assert_string_equal(k.isa, vnni);
+
+    /* AMX present, permission refused: a clear error when forced, the VNNI path when automatic */
+    f.amx_tile = f.amx_int8 = 1;
+    f.amx_permitted = 0;
+    assert_int_equal(tern_cpu_kernels_init_for(&k, "amx", &f, &err), TERN_ERR_UNSUPPORTED);
+#if defined(__x86_64__)
+    assert_non_null(strstr(err.message, "refused this process the tile data permission"));
+    assert_non_null(strstr(err.message, "available here: avx512vnni, avx2, ref"));
+#endif
+    assert_int_equal(tern_cpu_kernels_init_for(&k, "auto", &f, &err), TERN_OK);
+    assert_string_equal(k.isa, vnni);
+
+    /* granted: amx first */
+    f.amx_permitted = 1;
+#if defined(__x86_64__)
+    assert_int_equal(tern_cpu_kernels_init_for(&k, NULL, &f, &err), TERN_OK);
+    assert_string_equal(k.isa, "amx");
+    assert_int_equal(tern_cpu_kernels_init_for(&k, "amx", &f, &err), TERN_OK);
+    assert_string_equal(k.isa, "amx");
+    assert_true(k.gemm[TERN_TYPE_Q4_K] && k.gemm[TERN_TYPE_Q6_K] && k.gemm[TERN_TYPE_Q8_0]);
+#endif
+
+    /* this CPU: forced amx either runs (and then the OS granted the permission) or says what is missing */
+    tern_cpu_features here;
+    const tern_status st = tern_cpu_kernels_init(&k, "amx", &err);
+    tern_cpu_features_detect(&here);
+    if (st == TERN_OK) {
+        assert_string_equal(k.isa, "amx");
+        assert_true(here.amx_tile && here.amx_int8 && here.amx_permitted);
+    } else {
+        assert_int_equal(st, TERN_ERR_UNSUPPORTED);
+        if (!here.amx_tile)
+            assert_non_null(strstr(err.message, "amx_tile"));
+        else if (!here.amx_int8)
+            assert_non_null(strstr(err.message, "amx_int8"));
+        print_message("amx on this CPU: %s\n", err.message);
+    }
 }
 
 /* The kernel's own view (/proc/cpuinfo flags, which Linux clears when it does not save the
@@ -1094,6 +1179,10 @@ static void test_cpu_features(void **state) {
     assert_int_equal(ft.avx512vl, HAS("avx512vl"));
     assert_int_equal(ft.avx512vnni, HAS("avx512_vnni"));
     assert_int_equal(ft.avxvnni, HAS("avx_vnni"));
+    assert_int_equal(ft.amx_tile, HAS("amx_tile"));
+    assert_int_equal(ft.amx_int8, HAS("amx_int8"));
+    assert_int_equal(ft.amx_bf16, HAS("amx_bf16"));
+    assert_true(!ft.amx_permitted || ft.amx_tile);
     assert_false(ft.neon || ft.dotprod || ft.fp16);
 #elif defined(__aarch64__)
     assert_int_equal(ft.neon, HAS("asimd"));
@@ -1109,6 +1198,7 @@ int main(void) {
         cmocka_unit_test(test_dot_formats),
         cmocka_unit_test(test_ref_table_complete),
         cmocka_unit_test(test_init_choice),
+        cmocka_unit_test(test_init_amx_choice),
         cmocka_unit_test(test_cpu_features),
         cmocka_unit_test(test_gemm_float_weights),
         cmocka_unit_test(test_gemm_32_element_formats),
@@ -1116,6 +1206,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_extreme_blocks),
         cmocka_unit_test(test_gemm_tile_tails),
         cmocka_unit_test(test_gemm_prefill_blocking),
+        cmocka_unit_test(test_gemm_amx_tiles),
         cmocka_unit_test(test_gemm_k_tables_agree),
         cmocka_unit_test(test_quantize_act_bytes),
         cmocka_unit_test(test_rmsnorm),

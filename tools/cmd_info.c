@@ -33,9 +33,10 @@ static int print_cpu(void) {
     tern_cpu_features_detect(&f);
     printf("cpu features:");
 #if defined(__x86_64__)
-    printf("%s%s%s%s%s%s%s%s", f.avx2 ? " avx2" : "", f.fma ? " fma" : "", f.f16c ? " f16c" : "",
+    printf("%s%s%s%s%s%s%s%s%s%s%s", f.avx2 ? " avx2" : "", f.fma ? " fma" : "", f.f16c ? " f16c" : "",
            f.avx512f ? " avx512f" : "", f.avx512bw ? " avx512bw" : "", f.avx512vl ? " avx512vl" : "",
-           f.avx512vnni ? " avx512vnni" : "", f.avxvnni ? " avxvnni" : "");
+           f.avx512vnni ? " avx512vnni" : "", f.avxvnni ? " avxvnni" : "", f.amx_tile ? " amx_tile" : "",
+           f.amx_int8 ? " amx_int8" : "", f.amx_bf16 ? " amx_bf16" : "");
 #elif defined(__aarch64__)
     printf("%s%s%s", f.neon ? " neon" : "", f.dotprod ? " dotprod" : "", f.fp16 ? " fp16" : "");
 #endif
@@ -46,6 +47,16 @@ static int print_cpu(void) {
     if (tern_env_context_params(&p, &err) != TERN_OK || tern_cpu_kernels_init(&k, p.isa, &err) != TERN_OK)
         return tern_cli_fail("info", &err);
     printf("kernel path: %s%s\n", k.isa, p.isa ? " (forced by TERN_ISA)" : " (automatic)");
+#if defined(__x86_64__)
+    if (f.amx_tile) {
+        /* the kernel choice asks for the tile permission when it may take amx: read it again */
+        tern_cpu_features_detect(&f);
+        printf("amx tile data permission: %s\n", f.amx_permitted ? "granted"
+                                                 : p.isa && strcmp(p.isa, "amx") && strcmp(p.isa, "auto")
+                                                     ? "not requested (TERN_ISA forces another path)"
+                                                     : "refused by the OS");
+    }
+#endif
     return TERN_EXIT_OK;
 }
 

@@ -28,7 +28,9 @@ static const char kbench_help[] =
     "attention over a few context lengths (m=1: one query per head, as in decode; m=4: a\n"
     "prompt's block of 4 positions per head), rmsnorm, rope and the GLU. Decode gemm streams its\n"
     "weights from memory (copies far beyond the last-level cache), so its GB/s is comparable with\n"
-    "the bandwidth; '% roofline' is that ratio.\n"
+    "the bandwidth; '% roofline' is that ratio. A path with a probe of its int8 unit's peak (amx: 4\n"
+    "chains of tile multiplies, nothing loaded) gets a 'peak' row first, on all threads, and its prefill\n"
+    "gemm rows' '% roofline' is their GOP/s against that peak.\n"
     "With --backend opencl, then the OpenCL device, as rows of isa 'opencl': its read bandwidth\n"
     "from a plain read kernel (the roofline of those rows), decode gemm (and the fused q/k/v\n"
     "launch), each followed by the read kernel in launches of as many bytes (type read_bw: what a\n"
@@ -40,7 +42,7 @@ static const char kbench_help[] =
     "\n"
     "  --backend B   cpu (default) or opencl: the CPU rows, then the OpenCL device's\n"
     "  --device N    the OpenCL device (tern info --devices; default: the first usable, GPUs first)\n"
-    "  --kernel NAME only this family: gemm, attention, rmsnorm, rope, glu, or a weight type (q4_k)\n"
+    "  --kernel NAME only this family: gemm, peak, attention, rmsnorm, rope, glu, or a weight type (q4_k)\n"
     "  --isa LIST    only these paths (default: every one that runs here); opencl is the device's\n"
     "                path: '--isa opencl' gives the device's rows alone (and implies --backend opencl)\n"
     "  -t N          threads for gemm and attention (default: auto, as the engine picks)\n"
@@ -236,9 +238,11 @@ static void bench_gemm(tern_kbench_state *s, const tern_cpu_kernels *kt, uint32_
     const timed t = {s->pool, gemm_part, &j, &j.rep};
     const tern_kbench_time tm = time_it(&t, s->budget_s);
     const double gbs = (double)j.copy_bytes / tm.median / 1e9, gflops = 2.0 * (double)(n_rows * k * m) / tm.median / 1e9;
+    const double pct = m == 1 ? (s->bw_gbs > 0 ? 100 * gbs / s->bw_gbs : -1)
+                              : (s->int8_peak_gops > 0 ? 100 * gflops / s->int8_peak_gops : -1);
     tern_kbench_result r = {.family = "gemm", .isa = kt->isa, .type = tern_type_name(type), .model = ms->name,
                    .rows = n_rows, .k = k, .m = m, .threads = s->n_threads, .time = tm, .gbs = gbs, .gflops = gflops,
-                   .roofline_pct = m == 1 && s->bw_gbs > 0 ? 100 * gbs / s->bw_gbs : -1};
+                   .roofline_pct = pct};
     snprintf(r.shape, sizeof r.shape, "%s %lldx%lld", shape, (long long)n_rows, (long long)k);
     tern_kbench_add(s, &r);
 done:
@@ -378,6 +382,41 @@ static void bench_ops(tern_kbench_state *s, const tern_cpu_kernels *kt, const te
     free(j.a), free(j.b), free(j.c), free(j.cos_sin);
 }
 
+/* ---- the int8 unit's peak (paths with a probe) ---- */
+
+typedef struct peak_job {
+    int64_t (*probe)(int64_t n);
+    int64_t rounds, macs; /* macs: of one thread's call */
+} peak_job;
+
+static void peak_part(void *arg, int thread, int n_threads) {
+    (void)n_threads;
+    peak_job *j = arg;
+    const int64_t macs = j->probe(j->rounds);
+    if (thread == 0)
+        j->macs = macs;
+}
+
+/* The probe on every thread at once (the gemm rows' thread count), as GOP/s (2 operations per
+ * multiply-add), into s->int8_peak_gops for the prefill rows that follow. */
+static void bench_peak(tern_kbench_state *s, const tern_cpu_kernels *kt) {
+    s->int8_peak_gops = 0;
+    bool wanted = tern_kbench_wanted(s, "peak", NULL);
+    for (int t = 0; t < TERN_KBENCH_N_GEMM_TYPES; t++) /* the ceiling of any gemm row measured */
+        wanted |= tern_kbench_wanted(s, "gemm", tern_type_name(tern_kbench_gemm_types[t]));
+    if (!kt->int8_peak || !wanted)
+        return;
+    peak_job j = {.probe = kt->int8_peak, .rounds = 1 << 14};
+    const timed t = {s->pool, peak_part, &j, NULL};
+    const tern_kbench_time tm = time_it(&t, s->budget_s);
+    const double gops = 2.0 * (double)j.macs * s->n_threads / tm.median / 1e9;
+    tern_kbench_result r = {.family = "peak", .isa = kt->isa, .type = "int8", .model = "–", .rows = 0, .k = 0,
+                            .m = 0, .threads = s->n_threads, .time = tm, .gbs = 0, .gflops = gops, .roofline_pct = -1};
+    snprintf(r.shape, sizeof r.shape, "%lld rounds", (long long)j.rounds);
+    tern_kbench_add(s, &r);
+    s->int8_peak_gops = gops;
+}
+
 /* ---- one ISA path ---- */
 
 static void isa_gemms(tern_kbench_state *s, void *arg, uint32_t type, const tern_kbench_model *ms,
@@ -395,6 +434,7 @@ static void isa_gemms(tern_kbench_state *s, void *arg, uint32_t type, const tern
 }
 
 static void bench_isa(tern_kbench_state *s, const tern_cpu_kernels *kt) {
+    bench_peak(s, kt);
     tern_kbench_each_gemm(s, kt->isa, isa_gemms, (void *)kt);
     int64_t contexts[4];
     const int n_contexts = tern_kbench_contexts(s, contexts);
@@ -408,7 +448,7 @@ static void bench_isa(tern_kbench_state *s, const tern_cpu_kernels *kt) {
 
 /* ---- the command ---- */
 
-static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "neon", "neon-dotprod"};
+static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod"};
 
 /* The CPU rows: every ISA path this CPU runs and --isa lets through, each once. */
 static void bench_cpu(tern_kbench_state *s, const char *isa_list) {
@@ -447,7 +487,7 @@ static bool isa_list_known(const char *list) {
         for (size_t i = 0; i < sizeof isa_names / sizeof isa_names[0]; i++)
             known = known || (n == strlen(isa_names[i]) && !strncmp(p, isa_names[i], n));
         if (!known) {
-            fprintf(stderr, "tern kbench: unknown --isa '%.*s': ref, avx2, avx512vnni, neon, neon-dotprod or opencl\n",
+            fprintf(stderr, "tern kbench: unknown --isa '%.*s': ref, avx2, avx512vnni, amx, neon, neon-dotprod or opencl\n",
                     (int)n, p);
             return false;
         }
@@ -513,7 +553,7 @@ static int parse_args(int argc, char **argv, tern_kbench_state *s, const char **
     }
     if (s->kernel && !tern_kbench_kernel_known(s->kernel)) {
         fprintf(stderr,
-                "tern kbench: unknown kernel '%s': gemm, attention, rmsnorm, rope, glu or a weight type\n",
+                "tern kbench: unknown kernel '%s': gemm, peak, attention, rmsnorm, rope, glu or a weight type\n",
                 s->kernel);
         return TERN_EXIT_USAGE;
     }

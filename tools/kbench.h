@@ -22,7 +22,7 @@ typedef struct tern_kbench_time {
 } tern_kbench_time;
 
 typedef struct tern_kbench_result {
-    const char *family; /* "gemm", "attention", "rmsnorm", "rope", "glu" */
+    const char *family; /* "peak", "gemm", "attention", "rmsnorm", "rope", "glu" */
     const char *isa, *type, *model; /* isa: a CPU path, or "opencl" */
     char shape[48];
     int64_t rows, k, m;
@@ -48,6 +48,7 @@ typedef struct tern_kbench_state {
     int n_bw;
     tern_bandwidth bw[TERN_KBENCH_MAX_BW];
     double bw_gbs;
+    double int8_peak_gops; /* the int8 probe of the ISA path being measured (0: none), for its prefill rows */
     /* the OpenCL device, when asked for: a line about it (or why there is none), its read
      * bandwidth (the roofline of the OpenCL rows) */
     int opencl_device; /* --device, -1: the first usable device, GPUs first */

@@ -46,7 +46,7 @@ void tern_kbench_skip(tern_kbench_state *s, const char *fmt, ...) {
         s->n_skipped++;
 }
 
-static const char *const families[] = {"gemm", "attention", "rmsnorm", "rope", "glu"};
+static const char *const families[] = {"peak", "gemm", "attention", "rmsnorm", "rope", "glu"};
 
 bool tern_kbench_kernel_known(const char *name) {
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
@@ -564,7 +564,8 @@ void tern_kbench_print_md(const tern_kbench_state *s, FILE *f) {
                 "launch cost included)",
                 s->opencl_bw.median_gbs);
     fputs("; % roofline is given for the memory-bound cases (gemm m=1 streaming its weights from memory, "
-          "attention reading the KV cache)\n",
+          "attention reading the KV cache) and, on a path with a peak row, for prefill gemm against that peak "
+          "(GFLOP/s there: GOP/s of int8 products)\n",
           f);
     /* one table per family, every ISA path in it */
     for (size_t fam = 0; fam < sizeof families / sizeof families[0]; fam++) {

@@ -1,6 +1,6 @@
 /*
- * Private to the x86 paths, the kernels/cpu files named *_avx2.c (built with -mavx2 -mfma -mf16c)
- * and *_avx512.c (the same plus AVX-512 F/BW/VL/VNNI): the fillers of the AVX2 files, the
+ * Private to the x86 paths, the kernels/cpu files named *_avx2.c (built with -mavx2 -mfma -mf16c),
+ * *_avx512.c (the same plus AVX-512 F/BW/VL/VNNI) and *_amx.c (plus AMX-TILE, AMX-INT8): the fillers of the AVX2 files, the
  * row/activation tiling every x86 gemm shares, and small vector helpers. Include it only from
  * those files: it uses AVX2 intrinsics.
  */
@@ -23,6 +23,18 @@ void tern_cpu_avx2_fill_act(tern_cpu_kernels *k);      /* quant_act_avx2.c: Q8_0
 void tern_cpu_avx2_fill_ops(tern_cpu_kernels *k);      /* ops_avx2.c */
 /* The avx512vnni path's per-file filler (tern_cpu_kernels_fill_avx512vnni is in matmul_k_avx512.c). */
 void tern_cpu_avx512_fill_32(tern_cpu_kernels *k); /* matmul_32_avx512.c: Q4_0..Q8_0 */
+/* The avx512vnni gemm entries the amx path keeps for decode and for the activation rows its tiles
+ * leave over (matmul_amx.c): matmul_k_avx512.c (Q4_K, Q6_K) and matmul_32_avx512.c. */
+void tern_avx512_gemm_q4_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride);
+void tern_avx512_gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride);
+void tern_avx512_gemm_q4_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride);
+void tern_avx512_gemm_q5_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride);
+void tern_avx512_gemm_q8_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride);
 
 /* How far ahead of the block being multiplied the weight stream is prefetched, in bytes. Decode
  * reads every weight once, and the hardware prefetchers alone leave the core waiting on memory

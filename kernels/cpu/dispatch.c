@@ -6,6 +6,7 @@
 #include "kernels/cpu/isa.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,53 +87,76 @@ void tern_cpu_kernels_ref(tern_cpu_kernels *k) {
     tern_cpu_kernels_fill_ref_ops(k);
 }
 
-static bool runs_ref(const tern_cpu_features *f) {
-    return true;
-}
-static bool runs_avx2(const tern_cpu_features *f) {
-    return f->avx2 && f->fma && f->f16c;
-}
-static bool runs_avx512vnni(const tern_cpu_features *f) {
-    return runs_avx2(f) && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni;
-}
-static bool runs_neon(const tern_cpu_features *f) {
-    return f->neon;
-}
-static bool runs_neon_dotprod(const tern_cpu_features *f) {
-    return f->neon && f->dotprod && f->fp16;
-}
+/* One CPU feature a path needs: its name in messages and its flag in tern_cpu_features. */
+typedef struct needed_feature {
+    const char *name;
+    size_t offset;
+} needed_feature;
+#define NEED(field) {#field, offsetof(tern_cpu_features, field)}
+#define NEED_AVX2 NEED(avx2), NEED(fma), NEED(f16c)
+#define NEED_AVX512VNNI NEED_AVX2, NEED(avx512f), NEED(avx512bw), NEED(avx512vl), NEED(avx512vnni)
+#define MAX_NEEDS 12
 
 typedef struct isa_path {
     const char *name;
-    const char *needs; /* the features runs_on checks, for messages */
-    bool (*runs_on)(const tern_cpu_features *f);
-    tern_cpu_kernels_fill_fn fill; /* NULL: not built into this library (see isa.h) */
+    needed_feature needs[MAX_NEEDS]; /* ended by a NULL name */
+    bool needs_amx_permission;       /* the OS must also grant the tile data state (tern_cpu_request_amx) */
+    tern_cpu_kernels_fill_fn fill;   /* NULL: not built into this library (see isa.h) */
 } isa_path;
 
 /* Best first: automatic choice takes the first path that is built and runs on this CPU.
  * An ISA file, once written, sets its entry's fill to its filler from isa.h on its architecture
  * (e.g. `#if defined(__x86_64__)` around tern_cpu_kernels_fill_avx2). */
-static const isa_path isa_paths[] = {
 #if defined(__x86_64__)
-    {"avx512vnni", "AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C", runs_avx512vnni, tern_cpu_kernels_fill_avx512vnni},
-    {"avx2", "AVX2, FMA, F16C", runs_avx2, tern_cpu_kernels_fill_avx2},
+#define X86_FILL(fn) fn
 #else
-    {"avx512vnni", "AVX-512 F/BW/VL/VNNI, AVX2, FMA, F16C", runs_avx512vnni, NULL},
-    {"avx2", "AVX2, FMA, F16C", runs_avx2, NULL},
+#define X86_FILL(fn) NULL
 #endif
 #if defined(__aarch64__)
-    {"neon-dotprod", "NEON, dot product, FP16", runs_neon_dotprod, tern_cpu_kernels_fill_neon_dotprod},
-    {"neon", "NEON", runs_neon, tern_cpu_kernels_fill_neon},
+#define ARM_FILL(fn) fn
 #else
-    {"neon-dotprod", "NEON, dot product, FP16", runs_neon_dotprod, NULL},
-    {"neon", "NEON", runs_neon, NULL},
+#define ARM_FILL(fn) NULL
 #endif
-    {"ref", "nothing", runs_ref, tern_cpu_kernels_ref},
+static const isa_path isa_paths[] = {
+    {"amx", {NEED_AVX512VNNI, NEED(amx_tile), NEED(amx_int8)}, true, X86_FILL(tern_cpu_kernels_fill_amx)},
+    {"avx512vnni", {NEED_AVX512VNNI}, false, X86_FILL(tern_cpu_kernels_fill_avx512vnni)},
+    {"avx2", {NEED_AVX2}, false, X86_FILL(tern_cpu_kernels_fill_avx2)},
+    {"neon-dotprod", {NEED(neon), NEED(dotprod), NEED(fp16)}, false, ARM_FILL(tern_cpu_kernels_fill_neon_dotprod)},
+    {"neon", {NEED(neon)}, false, ARM_FILL(tern_cpu_kernels_fill_neon)},
+    {"ref", {{NULL, 0}}, false, tern_cpu_kernels_ref},
 };
 #define ISA_PATH_COUNT (sizeof isa_paths / sizeof isa_paths[0])
 
+static bool has_feature(const tern_cpu_features *f, const needed_feature *n) {
+    int on;
+    memcpy(&on, (const char *)f + n->offset, sizeof on);
+    return on != 0;
+}
+
+/* The CPU has every feature the path needs (the OS's permission aside). */
+static bool cpu_has(const isa_path *p, const tern_cpu_features *f) {
+    for (const needed_feature *n = p->needs; n->name; n++)
+        if (!has_feature(f, n))
+            return false;
+    return true;
+}
+
 static bool path_usable(const isa_path *p, const tern_cpu_features *f) {
-    return p->fill != NULL && p->runs_on(f);
+    return p->fill != NULL && cpu_has(p, f) && (!p->needs_amx_permission || f->amx_permitted);
+}
+
+/* The names of the features the path needs, "a b c" (missing = 1: only those f lacks), into buf. */
+static void list_needs(const isa_path *p, const tern_cpu_features *f, int missing, char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const needed_feature *n = p->needs; n->name; n++) {
+        if (missing && has_feature(f, n))
+            continue;
+        int w = snprintf(buf + used, size - used, "%s%s", used ? " " : "", n->name);
+        if (w < 0 || (size_t)w >= size - used)
+            return;
+        used += (size_t)w;
+    }
 }
 
 /* "a, b, c" of the usable paths (all = 0) or of every known name (all = 1), into buf. */
@@ -149,16 +173,28 @@ static void list_paths(const tern_cpu_features *f, int all, char *buf, size_t si
     }
 }
 
+static bool is_automatic(const char *want) {
+    return !want || !*want || strcmp(want, "auto") == 0;
+}
+
 tern_status tern_cpu_kernels_init(tern_cpu_kernels *k, const char *force_isa, tern_error *err) {
     tern_cpu_features f;
     tern_cpu_features_detect(&f);
-    tern_cpu_kernels_ref(k);
+    /* the permission only where the amx path may be chosen: a process that forces another path
+     * never takes on the tile state */
+    if (is_automatic(force_isa) || strcmp(force_isa, "amx") == 0)
+        tern_cpu_request_amx(&f);
+    return tern_cpu_kernels_init_for(k, force_isa, &f, err);
+}
 
+tern_status tern_cpu_kernels_init_for(tern_cpu_kernels *k, const char *force_isa, const tern_cpu_features *f,
+                                      tern_error *err) {
+    tern_cpu_kernels_ref(k);
     const char *want = force_isa;
-    char names[128];
-    if (!want || !*want || strcmp(want, "auto") == 0) {
+    char names[128], needs[192], missing[192];
+    if (is_automatic(want)) {
         for (size_t i = 0; i < ISA_PATH_COUNT; i++) {
-            if (!path_usable(&isa_paths[i], &f))
+            if (!path_usable(&isa_paths[i], f))
                 continue;
             isa_paths[i].fill(k);
             k->isa = isa_paths[i].name;
@@ -170,18 +206,26 @@ tern_status tern_cpu_kernels_init(tern_cpu_kernels *k, const char *force_isa, te
         const isa_path *p = &isa_paths[i];
         if (strcmp(want, p->name) != 0)
             continue;
-        list_paths(&f, 0, names, sizeof names);
+        list_paths(f, 0, names, sizeof names);
         if (!p->fill)
             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                                   "isa '%s' is not built into this library; available here: %s", want, names);
-        if (!p->runs_on(&f))
+        if (!cpu_has(p, f)) {
+            list_needs(p, f, 0, needs, sizeof needs);
+            list_needs(p, f, 1, missing, sizeof missing);
             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
-                                  "isa '%s' needs %s, which this CPU lacks; available here: %s", want,
-                                  p->needs, names);
+                                  "isa '%s' needs %s, which this CPU lacks (the path needs: %s); available here: %s",
+                                  want, missing, needs, names);
+        }
+        if (p->needs_amx_permission && !f->amx_permitted)
+            return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                  "isa '%s': the CPU has AMX, but the OS refused this process the tile data "
+                                  "permission (Linux: arch_prctl ARCH_REQ_XCOMP_PERM); available here: %s",
+                                  want, names);
         p->fill(k);
         k->isa = p->name;
         return TERN_OK;
     }
-    list_paths(&f, 1, names, sizeof names);
+    list_paths(f, 1, names, sizeof names);
     return tern_error_set(err, TERN_ERR_INVALID_ARG, "isa '%s' is unknown; known: auto, %s", want, names);
 }

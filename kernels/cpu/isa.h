@@ -22,9 +22,15 @@ void tern_cpu_kernels_fill_ref_ops(tern_cpu_kernels *k);
 #if defined(__x86_64__)
 void tern_cpu_kernels_fill_avx2(tern_cpu_kernels *k);       /* *_avx2.c: AVX2 + FMA + F16C */
 void tern_cpu_kernels_fill_avx512vnni(tern_cpu_kernels *k); /* *_avx512.c: + AVX-512 F/BW/VL/VNNI */
+void tern_cpu_kernels_fill_amx(tern_cpu_kernels *k);        /* *_amx.c: + AMX-TILE, AMX-INT8 */
 #elif defined(__aarch64__)
 void tern_cpu_kernels_fill_neon(tern_cpu_kernels *k);         /* *_neon.c: ARMv8-A Advanced SIMD */
 void tern_cpu_kernels_fill_neon_dotprod(tern_cpu_kernels *k); /* *_neon_dotprod.c: + SDOT, FP16 */
 #endif
+
+/* Asks the OS for the AMX tile data permission of this process (Linux: arch_prctl ARCH_REQ_XCOMP_PERM,
+ * XFEATURE_XTILEDATA; elsewhere it is never granted) when f says the CPU has AMX-TILE and AMX-INT8, and
+ * sets f->amx_permitted to the outcome. cpu_features.c. */
+void tern_cpu_request_amx(tern_cpu_features *f);
 
 #endif

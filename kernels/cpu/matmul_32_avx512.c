@@ -15,3 +15,16 @@ static inline __m256i dot32(__m256i u, __m256i s) {
 void tern_cpu_avx512_fill_32(tern_cpu_kernels *k) {
     fill_32(k);
 }
+
+void tern_avx512_gemm_q4_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
+    gemm_q4_0(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
+}
+void tern_avx512_gemm_q5_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
+    gemm_q5_0(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
+}
+void tern_avx512_gemm_q8_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
+    gemm_q8_0(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
+}

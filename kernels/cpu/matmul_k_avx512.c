@@ -277,7 +277,7 @@ static bool gemm_kp(int64_t k, const uint8_t *restrict w, size_t w_stride, int64
  * tiles unpack each weight block once per call for up to 8 rows anyway. */
 #define KP_MIN_M 8
 
-static void gemm_q4_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+void tern_avx512_gemm_q4_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                       int64_t y_stride) {
     if (m < KP_MIN_M || !gemm_kp(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
@@ -285,7 +285,7 @@ static void gemm_q4_k(int64_t k, const void *restrict w, size_t w_stride, int64_
         tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
                           tern_avx2_kt_prep_q4k, kt_tile_q4k);
 }
-static void gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+void tern_avx512_gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                       int64_t y_stride) {
     if (m < KP_MIN_M || !gemm_kp(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q6_k),
@@ -297,7 +297,7 @@ static void gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_
 void tern_cpu_kernels_fill_avx512vnni(tern_cpu_kernels *k) {
     tern_cpu_kernels_fill_avx2(k);
     k->isa = "avx512vnni";
-    k->gemm[TERN_TYPE_Q4_K] = gemm_q4_k;
-    k->gemm[TERN_TYPE_Q6_K] = gemm_q6_k;
+    k->gemm[TERN_TYPE_Q4_K] = tern_avx512_gemm_q4_k;
+    k->gemm[TERN_TYPE_Q6_K] = tern_avx512_gemm_q6_k;
     tern_cpu_avx512_fill_32(k);
 }

@@ -1,0 +1,442 @@
+/*
+ * The amx path (x86-64 with AMX-TILE and AMX-INT8, on top of everything avx512vnni needs): the
+ * avx512vnni table with the prefill gemm of Q4_K, Q6_K, Q4_0, Q5_0 and Q8_0 on tile multiplies. Decode
+ * (m < AMX_MIN_M) and the activation rows past the last whole tile of 16 go to the avx512vnni kernels,
+ * so a token at a time runs exactly as on that path.
+ *
+ * TDPBSSD multiplies a tile A (16 rows x 64 bytes at most, signed int8) by a tile B (K/4 rows of 16
+ * columns x 4 bytes, signed int8: "VNNI" order, 4 consecutive k of one column side by side) and adds
+ * into a tile C (16 x 16 int32): C[i][n] += sum_k A[i][k] * B[k / 4][4n + k % 4]. Operand roles:
+ *
+ *  - A: 16 activation rows, straight from their Q8_K / Q8_0 blocks (tileloadd takes a row stride, so the
+ *    levels are read in place: no copy).
+ *  - B: 16 weight rows, unpacked once per chunk into a panel on the stack (amx_panel) as int8 levels in
+ *    B's order. Every type's levels fit signed int8 (Q4_K 0..15, Q6_K centred to -32..31, Q4_0 -8..7,
+ *    Q5_0 -16..15, Q8_0 as stored), so TDPBSSD serves all of them and no offset trick is needed.
+ *  - C: activation row x weight row, so each C row is 16 consecutive outputs of y.
+ *
+ * The K extent of a multiply is the type's scale granularity, so that each C holds one sub-block's
+ * exact integer sums: 32 for Q4_K (sub-blocks of 32) and the 32-element formats (one block), 16 for
+ * Q6_K. Each C then meets its scales in f32 (C rows converted, times the 16 weight rows' scales):
+ *
+ *    Q4_K, Q6_K: y[i][n] += d_a[i] * (sum_t S_t[i][n] * d[n] sc_t[n] - dmin[n] * sum_t mn_t[n] B_t[i])
+ *    32-element: y[i][n] += d_a[i][b] * d[n][b] * S_b[i][n]
+ *
+ * where B_t are the Q8_K bsums of sub-block t (two of 16): their int32 sums with the mins are one
+ * vpdpwssd per sub-block (the pair of bsums times (mn, mn)). The integer sums are matmul_ref.c's; only
+ * the order of f32 operations differs.
+ *
+ * Tile configuration: loaded at the start of every gemm call and released at its end (tilerelease), not
+ * once per thread. A call does at least 16 x 16 x 256 multiplies against one ldtilecfg; Q6_K and the other
+ * types need different A and B shapes; and a thread of the engine's pool that kept the tile state in use
+ * between calls would have its 8 KiB of tile data saved at every context switch.
+ *
+ * Blocking: weight rows in groups of 16 (a group past the last weight row is padded with zero rows, whose
+ * outputs are never stored), k in chunks of AMX_CHUNK units of 256 elements; per group and chunk the
+ * panel (23 KiB, for L1) is unpacked once and every tile of 16 activation rows passes over it. Within a
+ * tile, the two C tiles alternate over a unit's sub-tiles (C in tiles 0 and 1, A in 2 and 3, B in 4 and 5)
+ * and are stored to a buffer; the next unit's multiplies are issued before this unit's sums are scaled, so
+ * the tile unit and the vector units work at the same time. A call takes about 56 KiB of stack (the panel
+ * and two units' C buffers), nothing from the heap.
+ */
+#include "kernels/cpu/avx2.h"
+
+#include <stdint.h>
+
+#include "kernels/cpu/matmul_32_unpack.h"
+#include "quant/block_q4_k.h"
+#include "quant/block_q6_k.h"
+#include "quant/block_q8_k.h"
+
+#define AMX_TILE_M 16 /* activation rows of A and C */
+#define AMX_TILE_N 16 /* weight rows of B, columns of C */
+#define AMX_UNIT 256  /* elements of a panel unit: a K-quant block, or 8 blocks of a 32-element format */
+#ifndef AMX_CHUNK
+#define AMX_CHUNK 4 /* units per panel (-D overrides it; 2 and 8 measured in docs/kernels.md) */
+#endif
+/* Activation rows from which the tiles are used; below, one tile would be mostly empty. */
+#define AMX_MIN_M 16
+
+enum amx_format { AMX_Q4_K, AMX_Q6_K, AMX_Q4_0, AMX_Q5_0, AMX_Q8_0 };
+
+/* 16 weight rows of a chunk. Element e of unit u of weight row n sits in b[u] at
+ *   512 * (e / 32) + 256 * (e % 32 / 16) + 64 * (e % 16 / 4) + 4 * n + e % 4,
+ * so the 512 bytes of each 32 elements are one B tile of 8 rows (K = 32), and each 256 bytes of 16
+ * elements one of 4 rows (K = 16, Q6_K). scale[u][t] holds the 16 rows' scales of sub-tile t (Q4_K and
+ * Q6_K: d * sc_t; 32-element formats: block t's d); Q4_K's mins[u][t] hold mn_t in both int16 halves
+ * (for vpdpwssd with a pair of bsums) and dmin[u] the rows' dmin. */
+typedef struct amx_panel {
+    _Alignas(64) int8_t b[AMX_CHUNK][AMX_UNIT * AMX_TILE_N];
+    _Alignas(64) float scale[AMX_CHUNK][16][AMX_TILE_N];
+    _Alignas(64) int32_t mins[AMX_CHUNK][8][AMX_TILE_N];
+    _Alignas(64) float dmin[AMX_CHUNK][AMX_TILE_N];
+} amx_panel;
+
+/* The padding rows' source: zero blocks have zero levels and scales (a unit of 8 Q8_0 blocks is the
+ * largest, 272 bytes). */
+static const uint8_t amx_zero_unit[288];
+
+/* ldtilecfg's 64-byte operand, palette 1. */
+typedef struct amx_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+_Static_assert(sizeof(amx_config) == 64, "ldtilecfg reads 64 bytes");
+
+/* GCC's tile load and ldtilecfg intrinsics do not tell the compiler that they read memory: without a
+ * barrier it may keep the panel's or the configuration's stores in registers, or drop them as dead. */
+static TERN_AVX2_INLINE void amx_memory_barrier(void) {
+    __asm__ volatile("" ::: "memory");
+}
+
+/* C in tiles 0, 1 (16 x 16 int32), A in 2, 3 (16 rows x ksub bytes), B in 4, 5 (ksub / 4 rows x 64). */
+static void amx_configure(int ksub) {
+    amx_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 6; t++) {
+        c.rows[t] = t < 4 ? AMX_TILE_M : (uint8_t)(ksub / 4);
+        c.colsb[t] = t == 2 || t == 3 ? (uint16_t)ksub : 64;
+    }
+    amx_memory_barrier();
+    _tile_loadconfig(&c);
+}
+
+/* ---- the panel ---- */
+
+/* Four weight rows' 32 levels (v[j]: row n + j, element e in byte e) into the panel slab of those 32
+ * elements: after the word transposes, half h of t[j] is word 4h + j of the 4 rows, B row 4h + j. */
+static TERN_AVX2_INLINE void amx_store_rows4(const __m256i v[4], int8_t *restrict slab, int n) {
+    __m256i t[4];
+    tern_avx2_transpose_4x32(v, t);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        _mm_storeu_si128((__m128i *)(slab + 64 * j + 4 * n), _mm256_castsi256_si128(t[j]));
+        _mm_storeu_si128((__m128i *)(slab + 256 + 64 * j + 4 * n), _mm256_extracti128_si256(t[j], 1));
+    }
+}
+
+/* Rows n..n+3 of unit u from the Q4_K blocks src[j]: chunk c's low nibbles are sub-block 2c, the high
+ * ones 2c + 1 (quant/block_q4_k.h). */
+static void amx_unpack_q4k(const uint8_t *const src[4], amx_panel *restrict p, int u, int n) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; c++) {
+        __m256i lo[4], hi[4];
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(src[j] + 16 + 32 * c));
+            lo[j] = _mm256_and_si256(q, nibble);
+            hi[j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
+        }
+        amx_store_rows4(lo, p->b[u] + 512 * (2 * c), n);
+        amx_store_rows4(hi, p->b[u] + 512 * (2 * c + 1), n);
+    }
+    for (int j = 0; j < 4; j++) {
+        uint8_t sm[16]; /* sc0..sc7, mn0..mn7 */
+        _mm_storeu_si128((__m128i *)sm, tern_avx2_k4_scales_mins(src[j] + 4));
+        const float d = tern_avx2_f16(src[j]), dmin = tern_avx2_f16(src[j] + 2);
+        for (int t = 0; t < 8; t++) {
+            p->scale[u][t][n + j] = d * (float)sm[t];
+            p->mins[u][t][n + j] = (int32_t)sm[8 + t] * 0x10001;
+        }
+        p->dmin[u][n + j] = dmin;
+    }
+}
+
+/* Rows n..n+3 of unit u from the Q6_K blocks src[j], levels centred to -32..31. */
+static void amx_unpack_q6k(const uint8_t *const src[4], amx_panel *restrict p, int u, int n) {
+    __m256i lv[4][8];
+    for (int j = 0; j < 4; j++)
+        tern_avx2_q6k_levels(src[j], lv[j]);
+    for (int g = 0; g < 8; g++) {
+        __m256i v[4];
+        for (int j = 0; j < 4; j++)
+            v[j] = _mm256_sub_epi8(lv[j][g], _mm256_set1_epi8(32));
+        amx_store_rows4(v, p->b[u] + 512 * g, n);
+    }
+    for (int j = 0; j < 4; j++) {
+        const tern_block_q6_k *blk = (const tern_block_q6_k *)src[j];
+        const float d = tern_avx2_f16((const uint8_t *)&blk->d);
+        for (int t = 0; t < 16; t++)
+            p->scale[u][t][n + j] = d * (float)blk->scales[t];
+    }
+}
+
+/* Rows n..n+3 of unit u from n_blocks (<= 8) consecutive blocks of a 32-element format at src[j]. */
+static void amx_unpack_32(const uint8_t *const src[4], enum format32 f, int n_blocks, amx_panel *restrict p,
+                          int u, int n) {
+    for (int g = 0; g < n_blocks; g++) {
+        __m256i v[4];
+        for (int j = 0; j < 4; j++) {
+            float d, m;
+            v[j] = unpack32(src[j] + (size_t)g * block_bytes(f), f, &d, &m);
+            p->scale[u][g][n + j] = d;
+        }
+        amx_store_rows4(v, p->b[u] + 512 * g, n);
+    }
+}
+
+static enum format32 amx_format32(enum amx_format f) {
+    return f == AMX_Q4_0 ? Q4_0 : f == AMX_Q5_0 ? Q5_0 : Q8_0;
+}
+
+/* Weight rows n0.. (n_valid of the 16 real, the rest zero) of units u0..u0 + n_units into p. */
+static void amx_unpack(enum amx_format f, const uint8_t *restrict w, size_t w_stride, int64_t n0, int n_valid,
+                       int64_t u0, int n_units, int64_t blocks_32, amx_panel *restrict p) {
+    const size_t unit_bytes = f == AMX_Q4_K   ? sizeof(tern_block_q4_k)
+                              : f == AMX_Q6_K ? sizeof(tern_block_q6_k)
+                                              : 8 * block_bytes(amx_format32(f));
+    for (int u = 0; u < n_units; u++)
+        for (int n = 0; n < AMX_TILE_N; n += 4) {
+            const uint8_t *src[4];
+            for (int j = 0; j < 4; j++)
+                src[j] = n + j < n_valid ? w + (size_t)(n0 + n + j) * w_stride + (size_t)(u0 + u) * unit_bytes
+                                         : amx_zero_unit;
+            if (f == AMX_Q4_K)
+                amx_unpack_q4k(src, p, u, n);
+            else if (f == AMX_Q6_K)
+                amx_unpack_q6k(src, p, u, n);
+            else {
+                const int64_t left = blocks_32 - 8 * (u0 + u);
+                amx_unpack_32(src, amx_format32(f), left < 8 ? (int)left : 8, p, u, n);
+            }
+        }
+    amx_memory_barrier();
+}
+
+/* ---- the tiles ---- */
+
+/* C(slot) = A(a, 16 rows x the configured bytes, a_stride apart) x B(b, 64-byte rows). The tile numbers
+ * are part of the instructions, hence one function per slot. */
+static TERN_AVX2_INLINE void amx_multiply_0(const uint8_t *a, size_t a_stride, const int8_t *b) {
+    _tile_zero(0);
+    _tile_loadd(2, a, a_stride);
+    _tile_loadd(4, b, 64);
+    _tile_dpbssd(0, 2, 4);
+}
+static TERN_AVX2_INLINE void amx_multiply_1(const uint8_t *a, size_t a_stride, const int8_t *b) {
+    _tile_zero(1);
+    _tile_loadd(3, a, a_stride);
+    _tile_loadd(5, b, 64);
+    _tile_dpbssd(1, 3, 5);
+}
+
+/* acc[i] += C row i as floats x s, for a sub-block's scales s of the 16 weight rows. */
+static TERN_AVX2_INLINE void amx_scale_k(const int32_t c[AMX_TILE_M][AMX_TILE_N], const float *s,
+                                         __m512 acc[AMX_TILE_M]) {
+    const __m512 sv = _mm512_load_ps(s);
+#pragma GCC unroll 16
+    for (int i = 0; i < AMX_TILE_M; i++)
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[i])), sv, acc[i]);
+}
+
+/* acc[i] += C row i as floats x s x da[i], for a 32-element block: s the weight rows' d, da the
+ * activation rows'. */
+static TERN_AVX2_INLINE void amx_scale_32(const int32_t c[AMX_TILE_M][AMX_TILE_N], const float *s,
+                                          const float *da, __m512 acc[AMX_TILE_M]) {
+    const __m512 sv = _mm512_load_ps(s);
+#pragma GCC unroll 16
+    for (int i = 0; i < AMX_TILE_M; i++)
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[i])), sv),
+                                 _mm512_set1_ps(da[i]), acc[i]);
+}
+
+/* The d of block b of the 16 activation rows at x (row offsets in rows_off), as floats into da: one
+ * gather of the 4 bytes at each block's start, of which d is the low half. */
+static TERN_AVX2_INLINE void amx_act_d_32(const uint8_t *x, __m512i rows_off, float *da) {
+    const __m512i raw = _mm512_i32gather_epi32(rows_off, (const void *)x, 1);
+    _mm512_store_ps(da, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)));
+}
+
+/* Where a type's A operands sit: a unit of 256 activation elements (a Q8_K block, or 8 Q8_0 blocks), the
+ * first level in it, and the distance from one sub-tile's levels to the next. */
+static TERN_AVX2_INLINE size_t amx_a_unit(const enum amx_format f) {
+    return f == AMX_Q4_K || f == AMX_Q6_K ? sizeof(tern_block_q8_k) : 8 * sizeof(tern_block_q8_0);
+}
+static TERN_AVX2_INLINE size_t amx_a_first(const enum amx_format f) {
+    return f == AMX_Q4_K || f == AMX_Q6_K ? offsetof(tern_block_q8_k, qs) : offsetof(tern_block_q8_0, qs);
+}
+static TERN_AVX2_INLINE size_t amx_a_step(const enum amx_format f) {
+    return f == AMX_Q6_K ? 16 : f == AMX_Q4_K ? 32 : sizeof(tern_block_q8_0);
+}
+
+/* The n_sub sub-tiles of one unit (xu: its activation levels, 16 rows x_stride apart; b: its panel part)
+ * into c[t], exact int32 sums. The two C tiles alternate, so one multiply runs while the other's result is
+ * stored. */
+static TERN_AVX2_INLINE void amx_unit_products(const enum amx_format f, const int8_t *restrict b,
+                                               const uint8_t *restrict xu, size_t x_stride, int n_sub,
+                                               int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
+    const size_t first = amx_a_first(f), step = amx_a_step(f);
+    const int b_bytes = (f == AMX_Q6_K ? 16 : 32) * AMX_TILE_N;
+    amx_multiply_0(xu + first, x_stride, b);
+    for (int t = 0; t < n_sub; t += 2) {
+        if (t + 1 < n_sub)
+            amx_multiply_1(xu + first + (size_t)(t + 1) * step, x_stride, b + (t + 1) * b_bytes);
+        _tile_stored(0, c[t], 64);
+        if (t + 2 < n_sub)
+            amx_multiply_0(xu + first + (size_t)(t + 2) * step, x_stride, b + (t + 2) * b_bytes);
+        if (t + 1 < n_sub)
+            _tile_stored(1, c[t + 1], 64);
+    }
+}
+
+/* out[i] += what unit u adds to activation row i, from its sums c[t]: the scales in f32, then (K-quants)
+ * the mins through the bsums and the activation block's d. */
+static TERN_AVX2_INLINE void amx_unit_scale(const enum amx_format f, const amx_panel *restrict p, int u,
+                                            int n_sub, const int32_t c[][AMX_TILE_M][AMX_TILE_N],
+                                            const uint8_t *restrict xu, size_t x_stride, __m512i rows_off,
+                                            __m512 out[AMX_TILE_M]) {
+    if (f != AMX_Q4_K && f != AMX_Q6_K) {
+        _Alignas(64) float da[AMX_TILE_M];
+        for (int t = 0; t < n_sub; t++) {
+            amx_act_d_32(xu + (size_t)t * sizeof(tern_block_q8_0), rows_off, da);
+            amx_scale_32(c[t], p->scale[u][t], da, out);
+        }
+        return;
+    }
+    __m512 blk[AMX_TILE_M];
+#pragma GCC unroll 16
+    for (int i = 0; i < AMX_TILE_M; i++)
+        blk[i] = _mm512_setzero_ps();
+    for (int t = 0; t < n_sub; t++)
+        amx_scale_k(c[t], p->scale[u][t], blk);
+    const __m512 dmin = _mm512_load_ps(p->dmin[u]);
+#pragma GCC unroll 16
+    for (int i = 0; i < AMX_TILE_M; i++) {
+        const tern_block_q8_k *a = (const tern_block_q8_k *)(xu + (size_t)i * x_stride);
+        __m512 v = blk[i];
+        if (f == AMX_Q4_K) {
+            __m512i mins = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++) {
+                int32_t pair;
+                memcpy(&pair, &a->bsums[2 * t], sizeof pair);
+                mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(pair), _mm512_load_si512(p->mins[u][t]));
+            }
+            v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, v);
+        }
+        out[i] = _mm512_fmadd_ps(v, _mm512_set1_ps(a->d), out[i]);
+    }
+}
+
+/* The 16 x 16 outputs at y from 16 activation rows (x: row 0 at the chunk's first unit) and the panel's
+ * n_units units. add: y holds earlier chunks' sums. Unit u + 1's products are issued before unit u's sums
+ * are scaled, so the tile unit works on the next unit while the vector units scale this one (each scaling
+ * waits on its C's store; one unit after the other, the tile unit idles meanwhile: docs/kernels.md). */
+static TERN_AVX2_INLINE void amx_tile(const enum amx_format f, const amx_panel *restrict p, int n_units,
+                                      int64_t n_blocks_32, const uint8_t *restrict x, size_t x_stride,
+                                      __m512i rows_off, float *restrict y, int64_t y_stride, __mmask16 valid,
+                                      int add) {
+    const int kq = f == AMX_Q4_K || f == AMX_Q6_K;
+    const int n_sub = f == AMX_Q6_K ? 16 : 8; /* sub-tiles per unit (32-element formats: blocks) */
+    _Alignas(64) int32_t c[2][16][AMX_TILE_M][AMX_TILE_N];
+    __m512 out[AMX_TILE_M];
+#pragma GCC unroll 16
+    for (int i = 0; i < AMX_TILE_M; i++)
+        out[i] = add ? _mm512_maskz_loadu_ps(valid, y + i * y_stride) : _mm512_setzero_ps();
+    int subs[AMX_CHUNK] = {0};
+    for (int u = 0; u < n_units; u++) {
+        const int64_t left = n_blocks_32 - 8 * (int64_t)u;
+        subs[u] = kq || left >= 8 ? n_sub : (int)left;
+    }
+    amx_unit_products(f, p->b[0], x, x_stride, subs[0], c[0]);
+    for (int u = 0; u < n_units; u++) {
+        const uint8_t *next = x + (size_t)(u + 1) * amx_a_unit(f);
+        if (u + 1 < n_units)
+            amx_unit_products(f, p->b[u + 1], next, x_stride, subs[u + 1], c[(u + 1) % 2]);
+        amx_unit_scale(f, p, u, subs[u], c[u % 2], x + (size_t)u * amx_a_unit(f), x_stride, rows_off, out);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < AMX_TILE_M; i++)
+        _mm512_mask_storeu_ps(y + i * y_stride, valid, out[i]);
+}
+
+/* The gemm over whole tiles: m a multiple of AMX_TILE_M. */
+static TERN_AVX2_INLINE void amx_gemm(const enum amx_format f, int64_t k, const uint8_t *restrict w,
+                                      size_t w_stride, int64_t n_rows, const uint8_t *restrict x,
+                                      size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
+    const int kq = f == AMX_Q4_K || f == AMX_Q6_K;
+    const int64_t n_units = (k + AMX_UNIT - 1) / AMX_UNIT, blocks_32 = kq ? 0 : k / TERN_QK8_0;
+    const size_t a_unit = amx_a_unit(f);
+    const __m512i rows_off = _mm512_mullo_epi32(_mm512_set1_epi32((int)x_stride),
+                                                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    amx_panel p;
+    amx_configure(f == AMX_Q6_K ? 16 : 32);
+    for (int64_t n0 = 0; n0 < n_rows; n0 += AMX_TILE_N) {
+        const int n_valid = n_rows - n0 < AMX_TILE_N ? (int)(n_rows - n0) : AMX_TILE_N;
+        const __mmask16 valid = (__mmask16)((1u << n_valid) - 1);
+        for (int64_t u0 = 0; u0 < n_units; u0 += AMX_CHUNK) {
+            const int nu = n_units - u0 < AMX_CHUNK ? (int)(n_units - u0) : AMX_CHUNK;
+            amx_unpack(f, w, w_stride, n0, n_valid, u0, nu, blocks_32, &p);
+            for (int64_t i0 = 0; i0 < m; i0 += AMX_TILE_M)
+                amx_tile(f, &p, nu, blocks_32 - 8 * u0, x + (size_t)i0 * x_stride + (size_t)u0 * a_unit, x_stride,
+                         rows_off, y + i0 * y_stride + n0, y_stride, valid, u0 > 0);
+        }
+    }
+    _tile_release();
+}
+
+/* ---- the unit's peak ---- */
+
+/* n rounds of 4 independent 16 x 16 x 64 multiplies (C in tiles 0-3, A in 4 and 5, B in 6 and 7), nothing
+ * loaded or stored: what the tile unit does at most, the ceiling tern kbench puts beside the gemm rows. */
+static int64_t amx_int8_peak(int64_t n) {
+    amx_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++)
+        c.rows[t] = AMX_TILE_M, c.colsb[t] = 64;
+    amx_memory_barrier();
+    _tile_loadconfig(&c);
+    _tile_zero(0); /* one statement per tile: the tile number is part of the instruction */
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+    for (int64_t i = 0; i < n; i++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    _tile_release();
+    return n * 4 * AMX_TILE_M * AMX_TILE_N * 64;
+}
+
+/* ---- the table ---- */
+
+/* The rows of whole tiles through amx_gemm, the rest through the avx512vnni kernel. The gather of the
+ * 32-element formats' activation scales takes 32-bit row offsets. */
+static TERN_AVX2_INLINE int64_t amx_rows(int64_t m, size_t x_stride) {
+    return m >= AMX_MIN_M && x_stride <= INT32_MAX / AMX_TILE_M ? m - m % AMX_TILE_M : 0;
+}
+
+#define AMX_GEMM(name, format, vnni)                                                                            \
+    static void name(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows, const void *restrict x, \
+                     size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {                         \
+        const int64_t m_amx = amx_rows(m, x_stride);                                                            \
+        if (m_amx)                                                                                              \
+            amx_gemm(format, k, w, w_stride, n_rows, x, x_stride, m_amx, y, y_stride);                          \
+        if (m > m_amx)                                                                                          \
+            vnni(k, w, w_stride, n_rows, (const uint8_t *)x + (size_t)m_amx * x_stride, x_stride, m - m_amx,    \
+                 y + m_amx * y_stride, y_stride);                                                               \
+    }
+AMX_GEMM(gemm_q4_k, AMX_Q4_K, tern_avx512_gemm_q4_k)
+AMX_GEMM(gemm_q6_k, AMX_Q6_K, tern_avx512_gemm_q6_k)
+AMX_GEMM(gemm_q4_0, AMX_Q4_0, tern_avx512_gemm_q4_0)
+AMX_GEMM(gemm_q5_0, AMX_Q5_0, tern_avx512_gemm_q5_0)
+AMX_GEMM(gemm_q8_0, AMX_Q8_0, tern_avx512_gemm_q8_0)
+
+void tern_cpu_kernels_fill_amx(tern_cpu_kernels *k) {
+    tern_cpu_kernels_fill_avx512vnni(k);
+    k->isa = "amx";
+    k->gemm[TERN_TYPE_Q4_K] = gemm_q4_k;
+    k->gemm[TERN_TYPE_Q6_K] = gemm_q6_k;
+    k->gemm[TERN_TYPE_Q4_0] = gemm_q4_0;
+    k->gemm[TERN_TYPE_Q5_0] = gemm_q5_0;
+    k->gemm[TERN_TYPE_Q8_0] = gemm_q8_0;
+    k->int8_peak = amx_int8_peak;
+}
