@@ -101,6 +101,9 @@ static bool runs_neon(const tern_cpu_features *f) {
 static bool runs_neon_dotprod(const tern_cpu_features *f) {
     return f->neon && f->dotprod && f->fp16;
 }
+static bool runs_neon_i8mm(const tern_cpu_features *f) {
+    return runs_neon_dotprod(f) && f->i8mm;
+}
 
 typedef struct isa_path {
     const char *name;
@@ -121,9 +124,11 @@ static const isa_path isa_paths[] = {
     {"avx2", "AVX2, FMA, F16C", runs_avx2, NULL},
 #endif
 #if defined(__aarch64__)
+    {"neon-i8mm", "NEON, dot product, FP16, int8 matrix multiply", runs_neon_i8mm, tern_cpu_kernels_fill_neon_i8mm},
     {"neon-dotprod", "NEON, dot product, FP16", runs_neon_dotprod, tern_cpu_kernels_fill_neon_dotprod},
     {"neon", "NEON", runs_neon, tern_cpu_kernels_fill_neon},
 #else
+    {"neon-i8mm", "NEON, dot product, FP16, int8 matrix multiply", runs_neon_i8mm, NULL},
     {"neon-dotprod", "NEON, dot product, FP16", runs_neon_dotprod, NULL},
     {"neon", "NEON", runs_neon, NULL},
 #endif

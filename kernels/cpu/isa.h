@@ -25,6 +25,7 @@ void tern_cpu_kernels_fill_avx512vnni(tern_cpu_kernels *k); /* *_avx512.c: + AVX
 #elif defined(__aarch64__)
 void tern_cpu_kernels_fill_neon(tern_cpu_kernels *k);         /* *_neon.c: ARMv8-A Advanced SIMD */
 void tern_cpu_kernels_fill_neon_dotprod(tern_cpu_kernels *k); /* *_neon_dotprod.c: + SDOT, FP16 */
+void tern_cpu_kernels_fill_neon_i8mm(tern_cpu_kernels *k);    /* *_neon_i8mm.c: + SMMLA */
 #endif
 
 #endif

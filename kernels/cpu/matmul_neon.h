@@ -19,6 +19,9 @@
  * each weight block once into registers and meets all ACT_TILE activation rows with it (prefill);
  * a tail of fewer rows, and decode (m = 1), takes the rows one at a time. The chunk keeps a few
  * weight rows and one activation tile in L1 together. Both sizes are untuned (tuning needs a phone).
+ *
+ * matmul_neon_i8mm.c (SMMLA) includes this file too, with SDOT as dot_i8x16: its kernels unpack
+ * weights with the helpers here, and these SDOT kernels take what it cannot pair (decode, odd rows).
  */
 #ifndef TERN_KERNELS_CPU_MATMUL_NEON_H
 #define TERN_KERNELS_CPU_MATMUL_NEON_H
@@ -465,7 +468,9 @@ NEON_INLINE void gemm_tiled(uint32_t type, int64_t k, const void *restrict w, si
     }
 }
 
-/* The table entries of the integer formats (the float ones live in matmul_neon.c only). */
+/* The table entries of the integer formats (the float ones live in matmul_neon.c only); in
+ * matmul_neon_i8mm.c they are the fallbacks of its own entries, which fill_gemm_int (inline: unused
+ * there) does not set. */
 static void gemm_q4_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows, const void *restrict x,
                       size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
     gemm_tiled(TERN_TYPE_Q4_0, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
@@ -507,7 +512,7 @@ static void gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_
     gemm_tiled(TERN_TYPE_Q6_K, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
 }
 
-static void fill_gemm_int(tern_cpu_kernels *k) {
+static inline void fill_gemm_int(tern_cpu_kernels *k) {
     k->gemm[TERN_TYPE_Q4_0] = gemm_q4_0;
     k->gemm[TERN_TYPE_Q4_1] = gemm_q4_1;
     k->gemm[TERN_TYPE_Q5_0] = gemm_q5_0;
@@ -520,6 +525,5 @@ static void fill_gemm_int(tern_cpu_kernels *k) {
     k->gemm[TERN_TYPE_Q6_K] = gemm_q6_k;
 }
 
-#undef NEON_INLINE
 
 #endif
