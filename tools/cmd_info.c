@@ -37,7 +37,8 @@ static int print_cpu(void) {
            f.avx512f ? " avx512f" : "", f.avx512bw ? " avx512bw" : "", f.avx512vl ? " avx512vl" : "",
            f.avx512vnni ? " avx512vnni" : "", f.avxvnni ? " avxvnni" : "");
 #elif defined(__aarch64__)
-    printf("%s%s%s", f.neon ? " neon" : "", f.dotprod ? " dotprod" : "", f.fp16 ? " fp16" : "");
+    printf("%s%s%s%s", f.neon ? " neon" : "", f.dotprod ? " dotprod" : "", f.fp16 ? " fp16" : "",
+           f.i8mm ? " i8mm" : "");
 #endif
     printf("\n");
     tern_cpu_kernels k;
