@@ -171,8 +171,8 @@ NEON_INLINE void kquant_pair_block(uint32_t type, int np, const uint8_t *restric
     kscales s0, s1;
     unpack_k_scales(type, blk0, &s0);
     unpack_k_scales(type, blk1, &s1);
-    /* the scales in the lanes of a tile, written by scalar code and read back as vectors: the vector
-     * pipes, which SMMLA keeps busy, do no work for them */
+    /* the scales in the lanes of a tile, through the stack: built in registers instead (two DUPs and a
+     * combine per sub-block), GCC spilled Q4_K's tile (docs/kernels.md) */
     int32_t sc[16][4];
     for (int t = 0; t < TERN_QK_K / k_sub(type); t++) {
         sc[t][0] = sc[t][1] = s0.scale[t];
