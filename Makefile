@@ -8,7 +8,7 @@
 #   make install PREFIX=/usr/local
 #
 # Sources are found by wildcard: a new .c file in a module folder is part of the library.
-# Files named *_avx2.c, *_avx512.c, *_amx.c, *_neon.c, *_neon_dotprod.c get their ISA's flags only and
+# Files named *_avx2.c, *_avx512.c, *_amx.c, *_neon.c, *_neon_dotprod.c, *_neon_i8mm.c get their ISA's flags only and
 # are compiled only for their architecture (run-time dispatch picks among them).
 
 CC       ?= cc
@@ -30,7 +30,7 @@ LDLIBS   += -lm -ldl -pthread
 MODULE_DIRS := gguf quant kernels/cpu kernels/opencl engine
 ALL_LIB_SRC := $(foreach d,$(MODULE_DIRS),$(wildcard $(d)/*.c))
 X86_SRC     := $(filter %_avx2.c %_avx512.c %_amx.c,$(ALL_LIB_SRC))
-ARM_SRC     := $(filter %_neon.c %_neon_dotprod.c,$(ALL_LIB_SRC))
+ARM_SRC     := $(filter %_neon.c %_neon_dotprod.c %_neon_i8mm.c,$(ALL_LIB_SRC))
 ifeq ($(ARCH),x86_64)
 LIB_SRC     := $(filter-out $(ARM_SRC),$(ALL_LIB_SRC))
 else ifeq ($(ARCH),aarch64)
@@ -60,6 +60,8 @@ $(BUILD)/%_avx2.o:         ISA_FLAGS := -mavx2 -mfma -mf16c
 $(BUILD)/%_avx512.o:       ISA_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
 $(BUILD)/%_amx.o:          ISA_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mamx-tile -mamx-int8
 $(BUILD)/%_neon_dotprod.o: ISA_FLAGS := -march=armv8.2-a+dotprod+fp16
+# i8mm on the v8.2 base, not -march=armv8.6-a, which promises more: Neoverse V1 has i8mm on ARMv8.4-A
+$(BUILD)/%_neon_i8mm.o:    ISA_FLAGS := -march=armv8.2-a+dotprod+fp16+i8mm
 # quant/ reference code must match the reference quantizer bit for bit: no FMA contraction;
 # -fno-math-errno lets lrintf be one instruction (2x faster quantize, same bytes).
 $(BUILD)/quant/%.o:        ISA_FLAGS := -ffp-contract=off -fno-math-errno

@@ -64,7 +64,7 @@ typedef void (*tern_attn_rows_fn)(int64_t dk, int64_t dv, int n_q, const float *
                                   float *restrict scores, float *const out[]);
 
 typedef struct tern_cpu_kernels {
-    const char *isa; /* "ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod" */
+    const char *isa; /* "ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod", "neon-i8mm" */
 
     tern_gemm_fn gemm[TERN_TYPE_COUNT];                /* per weight type; NULL = unsupported */
     tern_quantize_act_fn quantize_act[TERN_TYPE_COUNT]; /* per dot format (Q8_0, Q8_K, F32) */
@@ -99,7 +99,7 @@ typedef struct tern_cpu_kernels {
 } tern_cpu_kernels;
 
 /* Fill k with the best kernels this CPU runs. force_isa names a path: "ref", "avx2", "avx512vnni", "amx",
- * "neon", "neon-dotprod"; NULL, "auto" or an empty name means automatic. Returns TERN_ERR_UNSUPPORTED when a
+ * "neon", "neon-dotprod", "neon-i8mm"; NULL, "auto" or an empty name means automatic. Returns TERN_ERR_UNSUPPORTED when a
  * forced path is not built into the library or cannot run on this CPU (the message names what is missing and
  * lists the paths that can), and TERN_ERR_INVALID_ARG for an unknown name. On any return k holds a usable
  * table (at least ref). When the choice may take "amx" (automatic, or forced) on a CPU with AMX-INT8, it first
@@ -124,7 +124,7 @@ void tern_attn_queries(const tern_cpu_kernels *k, int64_t dk, int64_t dv, int n_
 typedef struct tern_cpu_features {
     int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avxvnni; /* x86-64 */
     int amx_tile, amx_int8, amx_bf16, amx_permitted;                      /* x86-64 AMX */
-    int neon, dotprod, fp16;                                              /* aarch64 */
+    int neon, dotprod, fp16, i8mm;                                        /* aarch64 */
 } tern_cpu_features;
 void tern_cpu_features_detect(tern_cpu_features *f);
 

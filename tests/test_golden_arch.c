@@ -9,7 +9,7 @@
  *    is our top-1 or within 0.5 of it (a near-tie on our side).
  * Each prompt is fed in one batch, in batches of 5 and token by token (prefill and decode take
  * different attention paths), on every CPU kernel path this machine runs (ref, avx2, avx512vnni, amx;
- * neon, neon-dotprod), or only TERN_ISA's when it is set, or on the OpenCL backend with
+ * neon, neon-dotprod, neon-i8mm), or only TERN_ISA's when it is set, or on the OpenCL backend with
  * TERN_TEST_BACKEND=opencl (tests/sh/opencl.sh).
  */
 #include <math.h>
@@ -32,7 +32,7 @@
 
 static const char *const models[] = {"qwen3", "gemma2", "phi3", "granite"};
 static const int n_batches[] = {64, 5, 1};
-static const char *const isas[] = {"ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod"};
+static const char *const isas[] = {"ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod", "neon-i8mm"};
 
 typedef struct run_target {
     bool opencl;

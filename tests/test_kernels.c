@@ -33,7 +33,7 @@
 
 /* ---- fixture: the tables to test ---- */
 
-static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod"};
+static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod", "neon-i8mm"};
 #define N_ISA (sizeof isa_names / sizeof isa_names[0])
 
 typedef struct fixture {
@@ -329,7 +329,8 @@ static void test_gemm_k_quants(void **state) {
 /* A K-quant gemm's reach: every integer sum at its extreme (all levels and scales at their
  * largest magnitude, activations at +-127) must still be exact in int32, and the partial sums the
  * prefill kernels keep in int16 must not overflow: each pattern runs with 1 activation row (decode
- * kernels), 9 (the VNNI panels) and EXTREME_M equal rows (a tile of 16 for AMX, plus one row). */
+ * kernels), 9 (the VNNI panels) and EXTREME_M equal rows (a tile of 16 for AMX, plus one row), on
+ * one weight row and on two (the same row twice: the kernels that pair weight rows, neon-i8mm's). */
 #define EXTREME_M 17
 static void test_gemm_extreme_blocks(void **state) {
     const fixture *f = *state;
@@ -342,7 +343,7 @@ static void test_gemm_extreme_blocks(void **state) {
         for (int pattern = 0; pattern < 2; pattern++) {
             static uint8_t xq[EXTREME_M][1024];
             uint8_t w[1024];
-            float wd[512], x[512], xd[512], y[EXTREME_M];
+            float wd[512], x[512], xd[512], y[2 * EXTREME_M];
             rng r = {77 + ti};
             /* every bit set (largest levels and scales), or 0x80 bytes (Q6_K scale -128); then
              * finite super-scales; activations all +-1, so every level is +-127 */
@@ -360,14 +361,15 @@ static void test_gemm_extreme_blocks(void **state) {
                 for (int64_t e = 0; e < k; e++)
                     dot += (double)wd[e] * xd[e], mag += fabs((double)wd[e] * xd[e]);
                 static const int ms[] = {1, 9, EXTREME_M};
-                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
-                    const int m = ms[mi];
-                    f->tables[t].gemm[type](k, w, sizeof w, 1, xq, sizeof xq[0], m, y, 1);
-                    for (int i = 0; i < m; i++)
-                        if (!(fabs(y[i] - dot) <= 2e-5 * mag))
-                            fail_msg("%s: %s pattern %d, m = %d, row %d: got %.9g, oracle %.9g",
-                                     f->tables[t].isa, tern_type_name(type), pattern, m, i, y[i], dot);
-                }
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                    for (int n_rows = 1; n_rows <= 2; n_rows++) {
+                        const int m = ms[mi];
+                        f->tables[t].gemm[type](k, w, 0, n_rows, xq, sizeof xq[0], m, y, n_rows);
+                        for (int i = 0; i < m * n_rows; i++)
+                            if (!(fabs(y[i] - dot) <= 2e-5 * mag))
+                                fail_msg("%s: %s pattern %d, m = %d, %d rows, output %d: got %.9g, oracle %.9g",
+                                         f->tables[t].isa, tern_type_name(type), pattern, m, n_rows, i, y[i], dot);
+                    }
             }
         }
     }
@@ -467,6 +469,70 @@ static void test_gemm_k_tables_agree(void **state) {
                              (long long)ms[a], y2[e], y5[e], (long long)(e / ROWS), (long long)(e % ROWS));
         }
         free(w), free(xq), free(x), free(y2), free(y5);
+    }
+}
+
+/* The NEON tables compute the reference's integer sums and its f32 operations on them in its order
+ * (matmul_neon.h, matmul_neon_i8mm.c), so their integer gemm equals the ref table's bit for bit, up
+ * to the sign of an exact 0 (compared with ==). Odd k, weight rows and activation rows in shapes
+ * that reach every path of neon-i8mm: m = 1 (its dotprod fallback), one pair, full tiles of 4 pairs
+ * with a tail of pairs and an odd row, weight rows over several groups of 16 with an odd last one,
+ * k over several activation chunks of 512 elements with a short last one. */
+static void test_gemm_neon_match_ref(void **state) {
+    const fixture *f = *state;
+    static const uint32_t types[] = {TERN_TYPE_Q4_0, TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_Q5_1,
+                                     TERN_TYPE_Q8_0, TERN_TYPE_Q2_K, TERN_TYPE_Q3_K, TERN_TYPE_Q4_K,
+                                     TERN_TYPE_Q5_K, TERN_TYPE_Q6_K};
+    static const struct {
+        int64_t blocks_k, blocks_32, rows, m;
+    } shapes[] = {{1, 1, 1, 1}, {3, 19, 37, 19}, {5, 35, 2, 2}, {1, 17, 33, 11}, {3, 3, 5, 1}, {2, 9, 16, 8}};
+    const tern_cpu_kernels *ref = &f->tables[0];
+    assert_string_equal(ref->isa, "ref");
+    int n_neon = 0;
+    for (int t = 1; t < f->n; t++)
+        n_neon += !strncmp(f->tables[t].isa, "neon", 4);
+    if (!n_neon) {
+        print_message("skipped: no NEON table runs here\n");
+        return;
+    }
+    rng r = {31337};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t type = types[ti], fmt = tern_dot_format(type);
+        const int64_t block = tern_quant_type_get(type)->block_elems;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const int64_t k = block * (block == 32 ? shapes[s].blocks_32 : shapes[s].blocks_k);
+            const int64_t rows = shapes[s].rows, m = shapes[s].m, y_stride = rows + 1;
+            const size_t w_row = tern_type_row_bytes(type, k), x_row = tern_dot_row_bytes(type, k);
+            uint8_t *w = malloc(w_row * (size_t)rows), *xq = malloc(x_row * (size_t)m);
+            float *x = malloc(sizeof(float) * (size_t)k),
+                  *want = malloc(sizeof(float) * (size_t)(m * y_stride)),
+                  *got = malloc(sizeof(float) * (size_t)(m * y_stride));
+            assert_true(w && xq && x && want && got);
+            for (int64_t row = 0; row < rows; row++)
+                make_weight_row(type, w + (size_t)row * w_row, k, row, &r);
+            for (int64_t i = 0; i < m; i++) {
+                for (int64_t e = 0; e < k; e++)
+                    x[e] = rng_normalish(&r);
+                ref->quantize_act[fmt](x, xq + (size_t)i * x_row, k);
+            }
+            ref->gemm[type](k, w, w_row, rows, xq, x_row, m, want, y_stride);
+            for (int t = 1; t < f->n; t++) {
+                const tern_cpu_kernels *kt = &f->tables[t];
+                if (strncmp(kt->isa, "neon", 4))
+                    continue;
+                for (int64_t e = 0; e < m * y_stride; e++)
+                    got[e] = NAN;
+                kt->gemm[type](k, w, w_row, rows, xq, x_row, m, got, y_stride);
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t row = 0; row < rows; row++)
+                        if (!(got[i * y_stride + row] == want[i * y_stride + row]))
+                            fail_msg("%s: %s k=%lld rows=%lld m=%lld: act %lld row %lld: %a, ref %a", kt->isa,
+                                     tern_type_name(type), (long long)k, (long long)rows, (long long)m,
+                                     (long long)i, (long long)row, got[i * y_stride + row],
+                                     want[i * y_stride + row]);
+            }
+            free(w), free(xq), free(x), free(want), free(got);
+        }
     }
 }
 
@@ -1057,7 +1123,8 @@ static void test_init_choice(void **state) {
         assert_int_equal(tern_cpu_kernels_init(&k, automatic[a], &err), TERN_OK);
         tern_cpu_kernels forced;
         for (size_t i = 0; i < N_ISA; i++) {
-            static const char *const best_first[] = {"amx", "avx512vnni", "avx2", "neon-dotprod", "neon", "ref"};
+            static const char *const best_first[] = {"amx",       "avx512vnni",   "avx2", "neon-i8mm",
+                                                     "neon-dotprod", "neon", "ref"};
             if (tern_cpu_kernels_init(&forced, best_first[i], NULL) != TERN_OK)
                 continue;
             assert_string_equal(k.isa, best_first[i]);
@@ -1183,11 +1250,12 @@ static void test_cpu_features(void **state) {
     assert_int_equal(ft.amx_int8, HAS("amx_int8"));
     assert_int_equal(ft.amx_bf16, HAS("amx_bf16"));
     assert_true(!ft.amx_permitted || ft.amx_tile);
-    assert_false(ft.neon || ft.dotprod || ft.fp16);
+    assert_false(ft.neon || ft.dotprod || ft.fp16 || ft.i8mm);
 #elif defined(__aarch64__)
     assert_int_equal(ft.neon, HAS("asimd"));
     assert_int_equal(ft.dotprod, HAS("asimddp"));
     assert_int_equal(ft.fp16, HAS("fphp") && HAS("asimdhp"));
+    assert_int_equal(ft.i8mm, HAS("i8mm"));
     assert_false(ft.avx2 || ft.avx512f);
 #endif
 #undef HAS
@@ -1208,6 +1276,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_prefill_blocking),
         cmocka_unit_test(test_gemm_amx_tiles),
         cmocka_unit_test(test_gemm_k_tables_agree),
+        cmocka_unit_test(test_gemm_neon_match_ref),
         cmocka_unit_test(test_quantize_act_bytes),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),

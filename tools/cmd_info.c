@@ -38,7 +38,8 @@ static int print_cpu(void) {
            f.avx512vnni ? " avx512vnni" : "", f.avxvnni ? " avxvnni" : "", f.amx_tile ? " amx_tile" : "",
            f.amx_int8 ? " amx_int8" : "", f.amx_bf16 ? " amx_bf16" : "");
 #elif defined(__aarch64__)
-    printf("%s%s%s", f.neon ? " neon" : "", f.dotprod ? " dotprod" : "", f.fp16 ? " fp16" : "");
+    printf("%s%s%s%s", f.neon ? " neon" : "", f.dotprod ? " dotprod" : "", f.fp16 ? " fp16" : "",
+           f.i8mm ? " i8mm" : "");
 #endif
     printf("\n");
     tern_cpu_kernels k;

@@ -448,7 +448,7 @@ static void bench_isa(tern_kbench_state *s, const tern_cpu_kernels *kt) {
 
 /* ---- the command ---- */
 
-static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod"};
+static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "amx", "neon", "neon-dotprod", "neon-i8mm"};
 
 /* The CPU rows: every ISA path this CPU runs and --isa lets through, each once. */
 static void bench_cpu(tern_kbench_state *s, const char *isa_list) {
@@ -487,7 +487,7 @@ static bool isa_list_known(const char *list) {
         for (size_t i = 0; i < sizeof isa_names / sizeof isa_names[0]; i++)
             known = known || (n == strlen(isa_names[i]) && !strncmp(p, isa_names[i], n));
         if (!known) {
-            fprintf(stderr, "tern kbench: unknown --isa '%.*s': ref, avx2, avx512vnni, amx, neon, neon-dotprod or opencl\n",
+            fprintf(stderr, "tern kbench: unknown --isa '%.*s': ref, avx2, avx512vnni, amx, neon, neon-dotprod, neon-i8mm or opencl\n",
                     (int)n, p);
             return false;
         }

@@ -17,7 +17,7 @@ typedef struct tern_sysdesc {
     const char *sysroot; /* $TERN_SYSROOT, or "/" */
     char cpu_model[128];
     char isa[32];           /* the kernel path tern picks (TERN_ISA may force it) */
-    char cpu_features[128]; /* "avx2 fma f16c" / "neon dotprod fp16" */
+    char cpu_features[128]; /* "avx2 fma f16c" / "neon dotprod fp16 i8mm" */
     tern_cpu_topology *topo;
     int auto_threads;       /* what threads = auto picks */
     char governors[128];    /* the distinct governors of the online CPUs, "" when unreadable */

@@ -8,7 +8,8 @@
  * AMX needs a third step on Linux: its tile data (8 KiB per thread) is saved only for processes that
  * asked for it (arch_prctl ARCH_REQ_XCOMP_PERM); a tile instruction before that faults (SIGILL). Detection
  * only reads the permission; tern_cpu_request_amx asks for it, when the kernel choice may take the amx path.
- * aarch64 (Linux, Android): the kernel's hardware capability bits (getauxval(AT_HWCAP)).
+ * aarch64 (Linux, Android): the kernel's hardware capability bits (getauxval(AT_HWCAP), and
+ * AT_HWCAP2 for i8mm).
  */
 #include "kernels/cpu/isa.h"
 
@@ -112,12 +113,16 @@ static void detect_x86(tern_cpu_features *f) {
 
 #elif defined(__aarch64__)
 
-/* Linux/Android AT_HWCAP bits for arm64 (asm/hwcap.h), spelled out here because older libc
- * headers lack some of them. */
+/* Linux/Android AT_HWCAP and AT_HWCAP2 bits for arm64 (asm/hwcap.h), spelled out here because older
+ * libc headers lack some of them (HWCAP2 came with Linux 4.18, I8MM with 5.10). */
 #define ARM64_HWCAP_ASIMD (1ul << 1)
 #define ARM64_HWCAP_FPHP (1ul << 9)
 #define ARM64_HWCAP_ASIMDHP (1ul << 10)
 #define ARM64_HWCAP_ASIMDDP (1ul << 20)
+#define ARM64_HWCAP2_I8MM (1ul << 13)
+#ifndef AT_HWCAP2
+#define AT_HWCAP2 26
+#endif
 
 static void detect_arm64(tern_cpu_features *f) {
 #if defined(__linux__)
@@ -125,6 +130,8 @@ static void detect_arm64(tern_cpu_features *f) {
     f->neon = (hw & ARM64_HWCAP_ASIMD) != 0;
     f->dotprod = f->neon && (hw & ARM64_HWCAP_ASIMDDP) != 0;
     f->fp16 = f->neon && (hw & ARM64_HWCAP_FPHP) != 0 && (hw & ARM64_HWCAP_ASIMDHP) != 0;
+    /* a kernel without AT_HWCAP2 answers 0: no i8mm */
+    f->i8mm = f->neon && (getauxval(AT_HWCAP2) & ARM64_HWCAP2_I8MM) != 0;
 #else
     /* Advanced SIMD is part of every ARMv8-A profile; the optional extensions stay off where
      * there is no portable way to ask. */

@@ -26,6 +26,7 @@ void tern_cpu_kernels_fill_amx(tern_cpu_kernels *k);        /* *_amx.c: + AMX-TI
 #elif defined(__aarch64__)
 void tern_cpu_kernels_fill_neon(tern_cpu_kernels *k);         /* *_neon.c: ARMv8-A Advanced SIMD */
 void tern_cpu_kernels_fill_neon_dotprod(tern_cpu_kernels *k); /* *_neon_dotprod.c: + SDOT, FP16 */
+void tern_cpu_kernels_fill_neon_i8mm(tern_cpu_kernels *k);    /* *_neon_i8mm.c: + SMMLA */
 #endif
 
 /* Asks the OS for the AMX tile data permission of this process (Linux: arch_prctl ARCH_REQ_XCOMP_PERM,

@@ -19,6 +19,9 @@
  * each weight block once into registers and meets all ACT_TILE activation rows with it (prefill);
  * a tail of fewer rows, and decode (m = 1), takes the rows one at a time. The chunk keeps a few
  * weight rows and one activation tile in L1 together. Both sizes are untuned (tuning needs a phone).
+ *
+ * matmul_neon_i8mm.c (SMMLA) includes this file too, with SDOT as dot_i8x16: its kernels unpack
+ * weights with the helpers here, and these SDOT kernels take what it cannot pair (decode, odd rows).
  */
 #ifndef TERN_KERNELS_CPU_MATMUL_NEON_H
 #define TERN_KERNELS_CPU_MATMUL_NEON_H
@@ -43,9 +46,10 @@ enum { ACT_TILE = 4, ROW_CHUNK = 8 };
 
 /* The functions below that take a type (and a tile size) are called with constants only; they
  * are forced inline so each table entry becomes straight-line code for its type. The loops over
- * a tile's activation rows and over the vectors of a chunk are unrolled by pragma (GCC and clang
- * read it): unrolled, their arrays of vectors live in registers; GCC -O2 leaves them rolled, with
- * the accumulators in memory. */
+ * a tile's activation rows, over the vectors of a chunk and over a block's scales are unrolled by
+ * pragma (GCC and clang read it): unrolled, their arrays of vectors live in registers and shift
+ * counts and scale positions become constants; GCC -O2 leaves them rolled, with the accumulators
+ * (or the unpacked levels) in memory. */
 #define NEON_INLINE static inline __attribute__((always_inline))
 
 /* An f16 scale field to f32 by FCVT: exact, the same value as tern_fp16_to_fp32. */
@@ -239,6 +243,7 @@ NEON_INLINE void unpack_k_scales(uint32_t type, const uint8_t *restrict blk, ksc
     case TERN_TYPE_Q2_K: {
         const tern_block_q2_k *b = (const tern_block_q2_k *)blk;
         const uint8x16_t v = vld1q_u8(b->scales), mins = vshrq_n_u8(v, 4);
+        #pragma GCC unroll 16
         for (int t = 0; t < 16; t++)
             s->scale[t] = b->scales[t] & 0xF;
         s->min_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mins)));
@@ -249,6 +254,7 @@ NEON_INLINE void unpack_k_scales(uint32_t type, const uint8_t *restrict blk, ksc
     }
     case TERN_TYPE_Q3_K: {
         const tern_block_q3_k *b = (const tern_block_q3_k *)blk;
+        #pragma GCC unroll 16
         for (int t = 0; t < 16; t++)
             s->scale[t] = tern_q3k_scale(t, b->scales);
         s->d = f16_field(b->d);
@@ -259,6 +265,7 @@ NEON_INLINE void unpack_k_scales(uint32_t type, const uint8_t *restrict blk, ksc
         /* Q5_K starts with Q4_K's d, dmin and scales */
         const tern_block_q4_k *b = (const tern_block_q4_k *)blk;
         uint8_t mn[8];
+        #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             uint8_t sc;
             tern_q4k_scale_min(j, b->scales, &sc, &mn[j]);
@@ -274,6 +281,7 @@ NEON_INLINE void unpack_k_scales(uint32_t type, const uint8_t *restrict blk, ksc
     }
     default: { /* Q6_K */
         const tern_block_q6_k *b = (const tern_block_q6_k *)blk;
+        #pragma GCC unroll 16
         for (int t = 0; t < 16; t++)
             s->scale[t] = b->scales[t];
         s->d = f16_field(b->d);
@@ -306,6 +314,7 @@ NEON_INLINE void unpack_k_chunk(uint32_t type, const uint8_t *restrict blk, int 
         u[2] = vandq_u8(shr_u8(v0, 2 * j + 2), m2);
         u[3] = vandq_u8(shr_u8(v1, 2 * j + 2), m2);
         if (type == TERN_TYPE_Q2_K) {
+            #pragma GCC unroll 4
             for (int v = 0; v < 4; v++)
                 q[v] = vreinterpretq_s8_u8(u[v]);
             return;
@@ -319,6 +328,7 @@ NEON_INLINE void unpack_k_chunk(uint32_t type, const uint8_t *restrict blk, int 
         u[1] = vorrq_u8(u[1], vandq_u8(vtstq_u8(h1, bit_a), b4));
         u[2] = vorrq_u8(u[2], vandq_u8(vtstq_u8(h0, bit_b), b4));
         u[3] = vorrq_u8(u[3], vandq_u8(vtstq_u8(h1, bit_b), b4));
+        #pragma GCC unroll 4
         for (int v = 0; v < 4; v++)
             q[v] = vsubq_s8(vreinterpretq_s8_u8(u[v]), vdupq_n_s8(4));
         return;
@@ -343,6 +353,7 @@ NEON_INLINE void unpack_k_chunk(uint32_t type, const uint8_t *restrict blk, int 
             u[2] = vorrq_u8(u[2], vandq_u8(vtstq_u8(h0, bit_b), b16));
             u[3] = vorrq_u8(u[3], vandq_u8(vtstq_u8(h1, bit_b), b16));
         }
+        #pragma GCC unroll 4
         for (int v = 0; v < 4; v++)
             q[v] = vreinterpretq_s8_u8(u[v]);
         return;
@@ -354,6 +365,7 @@ NEON_INLINE void unpack_k_chunk(uint32_t type, const uint8_t *restrict blk, int 
         const uint8_t *ql = b->ql + 64 * (c / 2), *qh = b->qh + 32 * (c / 2);
         const int nib = 4 * (c % 2), k0 = 2 * (c % 2);
         const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
+        #pragma GCC unroll 4
         for (int v = 0; v < 4; v++) {
             const uint8x16_t low = vandq_u8(shr_u8(vld1q_u8(ql + 16 * v), nib), m4);
             const uint8x16_t top = vandq_u8(shr_u8(v % 2 ? h1 : h0, 2 * (k0 + v / 2)), m2);
@@ -465,7 +477,9 @@ NEON_INLINE void gemm_tiled(uint32_t type, int64_t k, const void *restrict w, si
     }
 }
 
-/* The table entries of the integer formats (the float ones live in matmul_neon.c only). */
+/* The table entries of the integer formats (the float ones live in matmul_neon.c only); in
+ * matmul_neon_i8mm.c they are the fallbacks of its own entries, which fill_gemm_int (inline: unused
+ * there) does not set. */
 static void gemm_q4_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows, const void *restrict x,
                       size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
     gemm_tiled(TERN_TYPE_Q4_0, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
@@ -507,7 +521,7 @@ static void gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_
     gemm_tiled(TERN_TYPE_Q6_K, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
 }
 
-static void fill_gemm_int(tern_cpu_kernels *k) {
+static inline void fill_gemm_int(tern_cpu_kernels *k) {
     k->gemm[TERN_TYPE_Q4_0] = gemm_q4_0;
     k->gemm[TERN_TYPE_Q4_1] = gemm_q4_1;
     k->gemm[TERN_TYPE_Q5_0] = gemm_q5_0;
@@ -520,6 +534,5 @@ static void fill_gemm_int(tern_cpu_kernels *k) {
     k->gemm[TERN_TYPE_Q6_K] = gemm_q6_k;
 }
 
-#undef NEON_INLINE
 
 #endif

@@ -3,11 +3,11 @@
 # build-arm64/, then every build-arm64/tests/test_* binary runs on two emulated CPUs:
 #
 #   cortex-a53   ARMv8.0 without dotprod and fp16: the automatic choice is the "neon" table
-#   max          every extension qemu has (dotprod, fp16, ...): "neon-dotprod"
+#   max          every extension qemu has (dotprod, fp16, i8mm, ...): "neon-i8mm"
 #
 # Binaries that contain the CPU kernel table (tern_cpu_kernels_init, found with nm) run with the
-# path forced by TERN_ISA instead: neon on cortex-a53, then neon-dotprod and ref on max, so the
-# engine and golden tests pass through each table. test_kernels checks the automatic choice
+# path forced by TERN_ISA instead: neon on cortex-a53, then neon-i8mm, neon-dotprod and ref on max,
+# so the engine and golden tests pass through each table. test_kernels checks the automatic choice
 # itself (and compares every table with the reference whatever TERN_ISA says).
 #
 # Every run gets TERN_TEST_QEMU=1: qemu-user emulates the CPU, not the kernel, so a test of
@@ -64,7 +64,7 @@ fi
 features_of() {
     case $1 in
         cortex-a53) echo "fp asimd" ;;
-        max) echo "fp asimd fphp asimdhp asimddp" ;;
+        max) echo "fp asimd fphp asimdhp asimddp i8mm" ;;
     esac
 }
 
@@ -101,6 +101,7 @@ for bin in "${bins[@]}"; do
     fi
     if aarch64-linux-gnu-nm "$bin" 2>/dev/null | grep -q ' T tern_cpu_kernels_init$'; then
         run "$bin" cortex-a53 neon
+        run "$bin" max neon-i8mm
         run "$bin" max neon-dotprod
         run "$bin" max ref
     else
