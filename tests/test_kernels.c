@@ -1193,10 +1193,14 @@ static void test_init_amx_choice(void **state) {
         assert_true(here.amx_tile && here.amx_int8 && here.amx_permitted);
     } else {
         assert_int_equal(st, TERN_ERR_UNSUPPORTED);
+#if !defined(__x86_64__)
+        assert_non_null(strstr(err.message, "not built")); /* AMX is x86-64's: an ARM library lacks it */
+#else
         if (!here.amx_tile)
             assert_non_null(strstr(err.message, "amx_tile"));
         else if (!here.amx_int8)
             assert_non_null(strstr(err.message, "amx_int8"));
+#endif
         print_message("amx on this CPU: %s\n", err.message);
     }
 }
