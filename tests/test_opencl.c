@@ -1223,12 +1223,13 @@ static void test_profile_log(void **state) {
 /* ---- the backend's own parts: rope tables (frequency factors, several parameter sets, positions
  * past the first fill) against the CPU backend ---- */
 
-static tern_buf *upload_rows(tern_backend *be, const float *data, int64_t rows, int64_t width) {
+/* An F32 weight of the backend from host data: rows of width (rows 1 and n_dims 1: a vector). */
+static tern_weight *f32_tensor(tern_backend *be, const float *data, int n_dims, int64_t rows, int64_t width) {
     tern_gguf_tensor t;
     memset(&t, 0, sizeof t);
     snprintf(t.name, sizeof t.name, "test");
     t.type = TERN_TYPE_F32;
-    t.n_dims = 2;
+    t.n_dims = n_dims;
     t.ne[0] = width;
     t.ne[1] = rows;
     t.ne[2] = t.ne[3] = 1;
@@ -1237,9 +1238,20 @@ static tern_buf *upload_rows(tern_backend *be, const float *data, int64_t rows, 
     t.data = (const uint8_t *)data;
     tern_error err = {0};
     tern_weight *w = NULL;
+    if (be->ops->weight_create(be, &t, &w, &err) != TERN_OK)
+        fail_msg("weight: %s", err.message);
+    return w;
+}
+
+static tern_weight *f32_weight(tern_backend *be, const float *data, int64_t n) {
+    return f32_tensor(be, data, 1, 1, n);
+}
+
+static tern_buf *upload_rows(tern_backend *be, const float *data, int64_t rows, int64_t width) {
+    tern_error err = {0};
+    tern_weight *w = f32_tensor(be, data, 2, rows, width);
     tern_buf *b = NULL;
-    if (be->ops->weight_create(be, &t, &w, &err) != TERN_OK ||
-        be->ops->buf_create(be, rows * width, &b, &err))
+    if (be->ops->buf_create(be, rows * width, &b, &err))
         fail_msg("upload: %s", err.message);
     int32_t ids[16];
     for (int i = 0; i < rows; i++)
@@ -1321,17 +1333,7 @@ static void test_backend_rope(void **state) {
     for (int b = 0; b < 2; b++) {
         tern_backend *be = bes[b];
         assert_int_equal(be->ops->kv_create(be, &kv, &err), TERN_OK);
-        tern_gguf_tensor ft;
-        memset(&ft, 0, sizeof ft);
-        ft.type = TERN_TYPE_F32;
-        ft.n_dims = 1;
-        ft.ne[0] = 12;
-        ft.ne[1] = ft.ne[2] = ft.ne[3] = 1;
-        ft.n_elements = 12;
-        ft.nbytes = sizeof factors;
-        ft.data = (const uint8_t *)factors;
-        tern_weight *fw = NULL;
-        assert_int_equal(be->ops->weight_create(be, &ft, &fw, &err), TERN_OK);
+        tern_weight *fw = f32_weight(be, factors, 12);
         tern_buf *xb = upload_rows(be, x, n_tok, n_head * head_dim);
         /* three parameter sets in turn, positions 5.., 300.. (a second table fill), 990.. (the end) */
         const tern_rope_params ps[] = {
@@ -1350,24 +1352,6 @@ static void test_backend_rope(void **state) {
         if (fabsf(out[0][i] - out[1][i]) > 2e-6f)
             fail_msg("rope [%d]: opencl %.7g, cpu %.7g", i, out[0][i], out[1][i]);
     free(x);
-}
-
-static tern_weight *f32_weight(tern_backend *be, const float *data, int64_t n) {
-    tern_gguf_tensor t;
-    memset(&t, 0, sizeof t);
-    snprintf(t.name, sizeof t.name, "test");
-    t.type = TERN_TYPE_F32;
-    t.n_dims = 1;
-    t.ne[0] = n;
-    t.ne[1] = t.ne[2] = t.ne[3] = 1;
-    t.n_elements = n;
-    t.nbytes = (uint64_t)n * 4;
-    t.data = (const uint8_t *)data;
-    tern_error err = {0};
-    tern_weight *w = NULL;
-    if (be->ops->weight_create(be, &t, &w, &err) != TERN_OK)
-        fail_msg("weight: %s", err.message);
-    return w;
 }
 
 static void expect_close(const char *what, const float *got, const float *want, int64_t n, float tol) {
