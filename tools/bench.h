@@ -50,6 +50,9 @@ typedef struct tern_bench_run {
     double load_ms, ttft_ms, prefill_ms, decode_ms;
     int64_t n_prompt, n_generated;
     double prefill_tps, decode_tps;
+    /* units of work handed to the device per decode token (tern_context_info.launches: kernel
+     * launches on a GPU, pool jobs on the CPU); -1 when fewer than two tokens were decoded */
+    double launches_per_token;
     /* the roofline: bytes per token at the mean decode position over the read bandwidth of what
      * ran it: the CPU's at n_threads, or the OpenCL device's (its read kernel) */
     uint64_t bytes_per_token;

@@ -185,6 +185,14 @@ void tern_bench_report_md(const tern_bench_result *res, FILE *f) {
                 label, tern_cli_bytes(first->bytes_per_token, b[0], sizeof b[0]), gbs, first->bandwidth_source, tps);
     }
     fprintf(f, "backend: %s\n", res->runs[0].backend[0] ? res->runs[0].backend : "(no run succeeded)");
+    for (int c = 0; c < res->n_configs; c++) {
+        const tern_bench_run *first = run_at(res, c, 0);
+        char label[128];
+        tern_bench_config_label(&res->configs[c], label, sizeof label);
+        if (first->launches_per_token >= 0)
+            fprintf(f, "launches per decode token of %s: %.0f (%s)\n", label, first->launches_per_token,
+                    strncmp(first->backend, "cpu", 3) ? "kernel launches" : "thread-pool jobs");
+    }
 }
 
 void tern_bench_report_csv(const tern_bench_result *res, FILE *f) {
@@ -273,6 +281,8 @@ static void json_run(const tern_bench_result *res, const tern_bench_run *run, in
             run->dropped ? "true" : "false", run->load_ms, run->ttft_ms, run->prefill_ms, run->decode_ms,
             (long long)run->n_prompt, (long long)run->n_generated, run->prefill_tps, run->decode_tps,
             (unsigned long long)run->bytes_per_token);
+    json_num(f, "launches_per_token", run->launches_per_token >= 0 ? run->launches_per_token : NAN, 1);
+    fputc(',', f);
     json_num(f, "bandwidth_gbs", run->bandwidth_gbs > 0 ? run->bandwidth_gbs : NAN, 3);
     fputs(",\"bandwidth_source\":", f);
     tern_cli_json_string(f, run->bandwidth_source, strlen(run->bandwidth_source));

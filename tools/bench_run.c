@@ -254,6 +254,9 @@ typedef struct decode_watch {
     double t0, limit_ms;
     volatile int stop; /* the abort flag tern_generate watches */
     bool decoding;
+    /* the context's launches at the first token and at the latest, and tokens seen */
+    uint64_t launches_first, launches_last;
+    int64_t tokens;
 } decode_watch;
 
 /* Called as tokens come out: the first one ends prefill; the position in the KV cache is the
@@ -267,6 +270,11 @@ static void on_token(void *user, int32_t token) {
         tern_telemetry_set_progress(w->tel, tern_context_position(w->ctx));
     }
     w->decoding = true;
+    tern_context_info ci;
+    tern_context_get_info(w->ctx, &ci);
+    if (w->tokens++ == 0)
+        w->launches_first = ci.launches;
+    w->launches_last = ci.launches; /* the evals between two tokens: one decode step each */
     if (w->limit_ms > 0 && tern_now_ms() - w->t0 > w->limit_ms)
         w->stop = 1;
 }
@@ -342,6 +350,7 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
     r->n_threads = cfg->n_threads;
     r->dropped = env->cold;
     r->huge_share = -1;
+    r->launches_per_token = -1;
     r->cached_before = page_cache_share(cfg->model, env->cold);
     const bool rss_reset = reset_peak_rss();
     const int64_t faults0 = major_faults_now();
@@ -414,6 +423,8 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
     r->ttft_ms = gs.first_token_ms;
     r->prefill_tps = gs.prefill_ms > 0 ? (double)gs.n_prompt / gs.prefill_ms * 1e3 : 0;
     r->decode_tps = gs.decode_ms > 0 ? (double)gs.n_generated / gs.decode_ms * 1e3 : 0;
+    r->launches_per_token =
+        watch.tokens > 1 ? (double)(watch.launches_last - watch.launches_first) / (double)(watch.tokens - 1) : -1;
     tern_decode_bytes db;
     tern_model_decode_bytes(m, gs.n_prompt + gs.n_generated / 2, &db);
     r->bytes_per_token = db.weights + db.kv;

@@ -47,6 +47,7 @@ json "samples read the tree: X1 at 844800 kHz, 86.1 C" '.configs[0].runs[0].tele
 json "table summary: clock and temperature" '.configs[0].runs[0] | .clock_min_mhz == 830 and .temp_max_c == 86.1 and .temp_max_zone == "cpu-1-1-usr"'
 json "median (min-max) summary" '.configs[0].summary.decode_tps.n == 2 and .configs[0].summary.decode_tps.min <= .configs[0].summary.decode_tps.max'
 json "peak RSS" '.configs[0].runs[0].peak_rss > 1000000'
+json "launches per decode token: none with one thread" '.configs[0].runs[0].launches_per_token == 0'
 
 # ---- lists, CSV, --cold ----
 expect "lists run every combination (csv)" 0 "$TERN" bench -m "$Q4" -t 1 -p 8,16 -n 4 -r 1 -o csv --cold
