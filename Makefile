@@ -152,6 +152,6 @@ format:
 	clang-format -i $(ALL_LIB_SRC) $(TOOL_SRC) $(TEST_SRC) $(wildcard */*.h */*/*.h include/*.h)
 
 clean:
-	rm -rf build build-asan build-arm64 build-fuzz
+	rm -rf build build-asan build-arm64 build-fuzz build-tsan
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
