@@ -340,46 +340,24 @@ NEON_INLINE void gemm_pairs(uint32_t type, tern_gemm_fn dot, int64_t k, const vo
         dot(k, wb + (size_t)n2 * w_stride, w_stride, 1, x, x_stride, m, y + n2, y_stride);
 }
 
-static void mm_q4_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                    const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_pairs(TERN_TYPE_Q4_0, gemm_q4_0, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
-static void mm_q4_1(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                    const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_pairs(TERN_TYPE_Q4_1, gemm_q4_1, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
-static void mm_q5_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                    const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_pairs(TERN_TYPE_Q5_0, gemm_q5_0, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
-static void mm_q5_1(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                    const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_pairs(TERN_TYPE_Q5_1, gemm_q5_1, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
-static void mm_q8_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                    const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_pairs(TERN_TYPE_Q8_0, gemm_q8_0, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
-static void mm_q2_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                    const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_pairs(TERN_TYPE_Q2_K, gemm_q2_k, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
-static void mm_q3_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                    const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_pairs(TERN_TYPE_Q3_K, gemm_q3_k, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
-static void mm_q4_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                    const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_pairs(TERN_TYPE_Q4_K, gemm_q4_k, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
-static void mm_q5_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                    const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_pairs(TERN_TYPE_Q5_K, gemm_q5_k, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
-static void mm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                    const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_pairs(TERN_TYPE_Q6_K, gemm_q6_k, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
+/* The table's entries: gemm_pairs over each type's dotprod kernel (for the rows it leaves). */
+#define PAIRED_GEMM(name, type)                                                                        \
+    static void mm_##name(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,         \
+                          const void *restrict x, size_t x_stride, int64_t m, float *restrict y,     \
+                          int64_t y_stride) {                                                        \
+        gemm_pairs(type, gemm_##name, k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);            \
+    }
+PAIRED_GEMM(q4_0, TERN_TYPE_Q4_0)
+PAIRED_GEMM(q4_1, TERN_TYPE_Q4_1)
+PAIRED_GEMM(q5_0, TERN_TYPE_Q5_0)
+PAIRED_GEMM(q5_1, TERN_TYPE_Q5_1)
+PAIRED_GEMM(q8_0, TERN_TYPE_Q8_0)
+PAIRED_GEMM(q2_k, TERN_TYPE_Q2_K)
+PAIRED_GEMM(q3_k, TERN_TYPE_Q3_K)
+PAIRED_GEMM(q4_k, TERN_TYPE_Q4_K)
+PAIRED_GEMM(q5_k, TERN_TYPE_Q5_K)
+PAIRED_GEMM(q6_k, TERN_TYPE_Q6_K)
+#undef PAIRED_GEMM
 
 void tern_cpu_kernels_fill_neon_i8mm(tern_cpu_kernels *k) {
     tern_cpu_kernels_fill_neon(k);
