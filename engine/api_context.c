@@ -218,10 +218,7 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
         p.n_batch = p.n_ctx;
 
     tern_memory_plan plan;
-    tern_model_plan_memory(m, p.n_ctx, p.n_batch, &plan);
-    plan.scratch = tern_forward_scratch_bytes(hp, p.n_batch, p.logits_all);
-    plan.total = plan.weights + plan.kv_cache + plan.scratch;
-    plan.fits = plan.available == 0 || plan.total <= plan.available;
+    tern_model_plan_memory_for(m, p.n_ctx, p.n_batch, p.logits_all, &plan);
     if (!plan.fits && !p.force) {
         char need[32], have[32], w[32], kv[32];
         format_bytes(plan.total, need, sizeof need);

@@ -303,6 +303,11 @@ void tern_model_get_info(const tern_model *m, tern_model_info *info) {
 #define DEFAULT_BATCH 512
 
 void tern_model_plan_memory(const tern_model *m, int64_t n_ctx, int64_t n_batch, tern_memory_plan *plan) {
+    tern_model_plan_memory_for(m, n_ctx, n_batch, false, plan);
+}
+
+void tern_model_plan_memory_for(const tern_model *m, int64_t n_ctx, int64_t n_batch, bool logits_all,
+                                tern_memory_plan *plan) {
     if (!plan)
         return;
     memset(plan, 0, sizeof *plan);
@@ -321,7 +326,7 @@ void tern_model_plan_memory(const tern_model *m, int64_t n_ctx, int64_t n_batch,
      * wrap, so they saturate and the plan never fits (a context that large is refused anyway). */
     const bool beyond = n_ctx > TERN_MAX_CONTEXT;
     plan->kv_cache = beyond ? UINT64_MAX : tern_kv_cache_bytes(&m->hp, n_ctx);
-    plan->scratch = beyond ? UINT64_MAX : tern_forward_scratch_bytes(&m->hp, n_batch, false);
+    plan->scratch = beyond ? UINT64_MAX : tern_forward_scratch_bytes(&m->hp, n_batch, logits_all);
     plan->total = beyond ? UINT64_MAX : plan->weights + plan->kv_cache + plan->scratch;
     tern_meminfo mi;
     if (tern_sysinfo_memory(m->sysroot, &mi, NULL) == TERN_OK && mi.available_bytes > 0)
