@@ -27,7 +27,7 @@ CFLAGS   += -std=c11 $(OPT) $(WARN) -fPIC -pthread -MMD -MP
 LDLIBS   += -lm -ldl -pthread
 
 # ---- sources ----------------------------------------------------------------------------------
-MODULE_DIRS := gguf quant kernels/cpu kernels/opencl engine
+MODULE_DIRS := base gguf quant kernels/cpu kernels/opencl platform text engine
 ALL_LIB_SRC := $(foreach d,$(MODULE_DIRS),$(wildcard $(d)/*.c))
 X86_SRC     := $(filter %_avx2.c %_avx512.c %_amx.c,$(ALL_LIB_SRC))
 ARM_SRC     := $(filter %_neon.c %_neon_dotprod.c %_neon_i8mm.c,$(ALL_LIB_SRC))
@@ -39,7 +39,7 @@ else
 LIB_SRC     := $(filter-out $(X86_SRC) $(ARM_SRC),$(ALL_LIB_SRC))
 endif
 GEN_SRC     :=
-include engine/gen.mk
+include text/gen.mk
 include kernels/opencl/gen.mk
 
 LIB_OBJ     := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC) $(GEN_SRC))

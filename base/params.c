@@ -1,8 +1,8 @@
-#include "engine/params.h"
+#include "base/params.h"
 
 #include <string.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 
 tern_status tern_params_take(void *out, size_t out_size, const void *given, const size_t *released,
                              size_t n_released, const char *type, tern_error *err) {

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "engine/forward.h"
-#include "engine/params.h"
-#include "engine/sysinfo.h"
+#include "base/params.h"
+#include "platform/sysinfo.h"
 
 struct tern_context {
     tern_model *model;

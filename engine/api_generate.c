@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/chat_format.h"
+#include "text/chat_format.h"
 #include "engine/model.h"
-#include "engine/params.h"
-#include "engine/stop_strings.h"
-#include "engine/tokenizer.h"
-#include "gguf/error.h"
-#include "kernels/timing.h"
+#include "base/params.h"
+#include "text/stop_strings.h"
+#include "text/tokenizer.h"
+#include "base/error.h"
+#include "base/timing.h"
 
 const char *tern_stop_reason_name(tern_stop_reason r) {
     switch (r) {

@@ -6,11 +6,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/chat_format.h"
+#include "text/chat_format.h"
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "engine/params.h"
-#include "engine/sysinfo.h"
+#include "base/params.h"
+#include "platform/sysinfo.h"
 #include "quant/quant.h"
 
 static int64_t now_us(void) {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/chat_format.h"
+#include "text/chat_format.h"
 #include "engine/model.h"
 
 _Static_assert(sizeof(tern_detok) <= sizeof(((tern_detokenizer *)0)->opaque),

@@ -19,7 +19,7 @@
 #include <sys/mman.h>
 
 #include "engine/backend.h"
-#include "engine/threadpool.h"
+#include "platform/threadpool.h"
 #include "kernels/kernels.h"
 #include "quant/quant.h"
 

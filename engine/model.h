@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/tokenizer.h"
+#include "text/tokenizer.h"
 #include "gguf/gguf.h"
 
 typedef enum tern_arch {

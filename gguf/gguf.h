@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "tern.h"
 
 /* ggml tensor type ids (formats.md §2.1). Only the ids below are accepted in a file. */

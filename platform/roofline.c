@@ -1,14 +1,14 @@
-#include "engine/roofline.h"
+#include "platform/roofline.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "engine/threadpool.h"
-#include "gguf/error.h"
+#include "platform/threadpool.h"
+#include "base/error.h"
 #include "kernels/cpu/memread.h"
-#include "kernels/timing.h"
+#include "base/timing.h"
 
 #define MAX_REPS 64
 

@@ -1,4 +1,4 @@
-#include "engine/sysinfo.h"
+#include "platform/sysinfo.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 
 #define PATH_CAP 4096
 #define TEXT_CAP 4096

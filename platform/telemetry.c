@@ -1,4 +1,4 @@
-#include "engine/telemetry.h"
+#include "platform/telemetry.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/sysinfo.h"
-#include "gguf/error.h"
+#include "platform/sysinfo.h"
+#include "base/error.h"
 
 typedef struct stored_sample {
     double t_ms;

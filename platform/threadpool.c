@@ -1,4 +1,4 @@
-#include "engine/threadpool.h"
+#include "platform/threadpool.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 
 /* How long a waiting thread spins before it sleeps. A worker waiting for the next job covers the
  * gaps inside a forward pass (microseconds) and the one between two tokens (sampling,

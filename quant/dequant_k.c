@@ -5,7 +5,7 @@
  * FMA contraction (the Makefile builds quant/ with -ffp-contract=off), so the output matches the
  * reference dequantizer bit for bit: the golden tests compare SHA-256 hashes of whole tensors.
  */
-#include "gguf/error.h"
+#include "base/error.h"
 #include "quant/block_q2_k.h"
 #include "quant/block_q3_k.h"
 #include "quant/block_q4_k.h"

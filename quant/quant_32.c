@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 #include "quant/block_q4_0.h"
 #include "quant/block_q4_1.h"
 #include "quant/block_q5_0.h"

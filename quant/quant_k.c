@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 #include "quant/block_q2_k.h"
 #include "quant/block_q3_k.h"
 #include "quant/block_q4_k.h"

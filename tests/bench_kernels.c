@@ -29,7 +29,7 @@
 #include "kernels/cpu/memread.h"
 #include "kernels/kernels.h"
 #include "quant/quant.h"
-#include "kernels/timing.h"
+#include "base/timing.h"
 
 /* ---- timing ---- */
 

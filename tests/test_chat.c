@@ -12,9 +12,9 @@
 
 #include <cmocka.h>
 
-#include "engine/chat_format.h"
-#include "engine/chat_history.h"
-#include "engine/stop_strings.h"
+#include "text/chat_format.h"
+#include "text/chat_history.h"
+#include "text/stop_strings.h"
 #include "tern.h"
 
 #define TINY "tests/golden/tiny-q4km.gguf"

@@ -6,7 +6,7 @@
 
 #include <cmocka.h>
 
-#include "engine/chat_format.h"
+#include "text/chat_format.h"
 
 /* Template sources as the GGUF files carry them (abridged where long). */
 static const char smollm2_template[] =

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/tokenizer_impl.h"
+#include "text/tokenizer_impl.h"
 
 /* ---- pre-tokenizers ----------------------------------------------------------------------------- */
 

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "text/tokenizer.h"
 #include "tests/support/badmodel.h"
 
 #if defined(__SANITIZE_ADDRESS__)

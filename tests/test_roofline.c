@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "engine/model.h"
-#include "engine/roofline.h"
+#include "platform/roofline.h"
 #include "kernels/cpu/memread.h"
 
 static void test_memread_sum(void **state) {

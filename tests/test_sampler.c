@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "engine/sampler.h"
+#include "text/sampler.h"
 
 /* Parameters with every filter off, so a test switches on exactly the one it studies. */
 static tern_sampler_params plain_params(float temperature, uint64_t seed) {

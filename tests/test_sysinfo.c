@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "engine/sysinfo.h"
+#include "platform/sysinfo.h"
 
 /* Tests run from the repository root (tests/run.sh does so). */
 #define SYSROOT "tests/data/sysroot/"

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "engine/telemetry.h"
+#include "platform/telemetry.h"
 
 #define SYSROOT "tests/data/sysroot/"
 

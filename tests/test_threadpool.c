@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "engine/threadpool.h"
+#include "platform/threadpool.h"
 
 #define MAX_T 8
 

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/tokenizer.h"
-#include "engine/tokenizer_impl.h"
-#include "engine/tokenizer_unicode.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_impl.h"
+#include "text/tokenizer_unicode.h"
 #include "tests/support/bytes.h"
 #include "tests/support/json.h"
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
+#include "text/tokenizer.h"
 
 typedef enum fault {
     FAULT_NONE,

@@ -1,10 +1,10 @@
-#include "engine/chat_format.h"
+#include "text/chat_format.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 
 /* Roles as indexes into the tables below. */
 enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_COUNT };

@@ -1,9 +1,9 @@
-#include "engine/chat_history.h"
+#include "text/chat_history.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 
 void tern_chat_history_init(tern_chat_history *h) {
     memset(h, 0, sizeof *h);

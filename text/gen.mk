@@ -1,4 +1,4 @@
-# Sources generated at build time for engine/ (added to GEN_SRC by the top Makefile).
+# Sources generated at build time for text/ (added to GEN_SRC by the top Makefile).
 #
 # The byte-level BPE pre-tokenizers need the Unicode classes letter (\p{L}, and its sub-categories
 # Lu, Ll, Lt, Lm, Lo), mark (\p{M}), number (\p{N}), punctuation (\p{P}) and white space (\s).
@@ -17,9 +17,9 @@ GEN_SRC += $(UNICODE_TABLE)
 # become the default goal of a plain `make`.
 .DEFAULT_GOAL := all
 
-$(UNICODE_TABLE): engine/gen_unicode.awk $(UNICODE_INPUTS)
+$(UNICODE_TABLE): text/gen_unicode.awk $(UNICODE_INPUTS)
 	@mkdir -p $(dir $@)
-	awk -f engine/gen_unicode.awk $(UNICODE_INPUTS) > $@.tmp
+	awk -f text/gen_unicode.awk $(UNICODE_INPUTS) > $@.tmp
 	mv $@.tmp $@
 
 $(UNICODE_INPUTS):

@@ -2,7 +2,7 @@
 # (\p{Lu}, \p{Ll}, \p{Lt}, \p{Lm}, \p{Lo}: gpt-4o's and tekken's patterns tell them apart), marks
 # (\p{M}), \p{N}, \s and \p{P}.
 #
-#   awk -f engine/gen_unicode.awk /usr/share/unicode/PropList.txt /usr/share/unicode/UnicodeData.txt
+#   awk -f text/gen_unicode.awk /usr/share/unicode/PropList.txt /usr/share/unicode/UnicodeData.txt
 #
 # PropList.txt must come first: it gives the White_Space property, which UnicodeData.txt does
 # not carry. UnicodeData.txt gives the general category of every assigned code point; a pair of
@@ -56,9 +56,9 @@ BEGIN {
     letter["Lo"] = 5
     run_class = 0
     n_ranges = 0
-    print "/* Generated at build time by engine/gen_unicode.awk from Debian's unicode-data"
+    print "/* Generated at build time by text/gen_unicode.awk from Debian's unicode-data"
     print " * (PropList.txt, UnicodeData.txt). Do not edit. */"
-    print "#include \"engine/tokenizer_unicode.h\""
+    print "#include \"text/tokenizer_unicode.h\""
     print ""
     print "const tern_unicode_range tern_unicode_ranges[] = {"
 }

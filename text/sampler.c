@@ -1,12 +1,12 @@
-#include "engine/sampler.h"
+#include "text/sampler.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/params.h"
-#include "gguf/error.h"
+#include "base/params.h"
+#include "base/error.h"
 
 typedef struct candidate {
     float logit;

@@ -1,10 +1,10 @@
-#include "engine/stop_strings.h"
+#include "text/stop_strings.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 
 tern_status tern_stop_matcher_init(tern_stop_matcher *m, const char *const *stops, size_t n_stops,
                                    tern_error *err) {

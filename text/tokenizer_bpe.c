@@ -11,8 +11,8 @@
  */
 #include <string.h>
 
-#include "engine/tokenizer_impl.h"
-#include "engine/tokenizer_unicode.h"
+#include "text/tokenizer_impl.h"
+#include "text/tokenizer_unicode.h"
 
 /* ---- the GPT-2 byte alphabet ---------------------------------------------------------------- */
 

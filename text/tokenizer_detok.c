@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "engine/tokenizer_impl.h"
+#include "text/tokenizer_impl.h"
 
 tern_status tern_tokenizer_piece(const tern_tokenizer *t, int32_t id, bool show_special, const char **ptr,
                                  size_t *len, tern_error *err) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tokenizer_impl.h"
+#include "text/tokenizer_impl.h"
 
 /* ---- scratch ------------------------------------------------------------------------------ */
 

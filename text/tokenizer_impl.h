@@ -5,7 +5,7 @@
 #ifndef TERN_TOKENIZER_IMPL_H
 #define TERN_TOKENIZER_IMPL_H
 
-#include "engine/tokenizer.h"
+#include "text/tokenizer.h"
 
 /* tokenizer.ggml.token_type values (formats.md §6.1). */
 enum {

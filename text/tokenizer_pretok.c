@@ -14,8 +14,8 @@
  * regex engine's backtracking would. `\s+(?!\S)` leaves the last blank of a run to start the next
  * word.
  */
-#include "engine/tokenizer_impl.h"
-#include "engine/tokenizer_unicode.h"
+#include "text/tokenizer_impl.h"
+#include "text/tokenizer_unicode.h"
 
 /* ---- a fragment as code points ----------------------------------------------------------------- */
 

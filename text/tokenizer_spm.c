@@ -6,8 +6,8 @@
  */
 #include <string.h>
 
-#include "engine/tokenizer_impl.h"
-#include "engine/tokenizer_unicode.h"
+#include "text/tokenizer_impl.h"
+#include "text/tokenizer_unicode.h"
 
 #define SPM_SPACE "\xE2\x96\x81" /* U+2581, SentencePiece's visible space */
 

@@ -1,5 +1,5 @@
 /* UTF-8 decoding and Unicode class lookup for the tokenizers (see tokenizer_unicode.h). */
-#include "engine/tokenizer_unicode.h"
+#include "text/tokenizer_unicode.h"
 
 size_t tern_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
     const uint8_t b0 = s[0];

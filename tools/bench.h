@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine/roofline.h"
-#include "engine/telemetry.h"
+#include "platform/roofline.h"
+#include "platform/telemetry.h"
 #include "kernels/opencl/opencl.h"
 #include "tern.h"
 #include "tools/sysdesc.h"

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 #include "quant/quant.h"
 #include "tools/cli.h"
 #include "tools/convert.h"

@@ -11,11 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 #include "tools/bench.h"
 #include "tools/cli.h"
 #include "tools/env_params.h"
-#include "kernels/timing.h"
+#include "base/timing.h"
 
 /* Plain English, so a long prompt made of it tokenizes like a real one (word pieces, not bytes). */
 const char tern_bench_default_prompt[] =

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/chat_history.h"
-#include "gguf/error.h"
-#include "kernels/timing.h"
+#include "text/chat_history.h"
+#include "base/error.h"
+#include "base/timing.h"
 #include "tools/cli.h"
 #include "tools/line_edit.h"
 #include "tools/output.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/threadpool.h"
+#include "platform/threadpool.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 #include "tools/cli.h"

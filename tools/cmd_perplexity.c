@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "tools/cli.h"
-#include "kernels/timing.h"
+#include "base/timing.h"
 
 static const char ppl_head[] =
     "usage: tern perplexity -m MODEL -f FILE [-c N] [--chunks N] [options]\n\n"

@@ -10,7 +10,7 @@
 
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "engine/roofline.h"
+#include "platform/roofline.h"
 #include "kernels/opencl/opencl.h"
 #include "quant/quant.h"
 #include "tools/cli.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 
 /* A set, non-empty variable, or NULL. */
 static const char *env(const char *name) {

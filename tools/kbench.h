@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine/roofline.h"
-#include "engine/threadpool.h"
+#include "platform/roofline.h"
+#include "platform/threadpool.h"
 #include "kernels/opencl/opencl.h"
 #include "tools/sysdesc.h"
 

@@ -15,7 +15,7 @@
 #include "tools/cli.h"
 #include "tools/env_params.h"
 #include "tools/kbench.h"
-#include "kernels/timing.h"
+#include "base/timing.h"
 
 void tern_kbench_add(tern_kbench_state *s, const tern_kbench_result *r) {
     if (s->n_results == s->cap_results) {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 #include "kernels/kernels.h"
 #include "tools/cli.h"
 #include "tools/env_params.h"

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "engine/sysinfo.h"
+#include "platform/sysinfo.h"
 
 typedef struct tern_sysdesc {
     const char *sysroot; /* $TERN_SYSROOT, or "/" */

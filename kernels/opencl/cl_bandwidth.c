@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "kernels/opencl/cl_internal.h"
-#include "kernels/timing.h"
+#include "base/timing.h"
 
 #define BW_VECS 32       /* uint4 loads per work-item, as bandwidth.cl defines it */
 #define BW_MAX_LOCAL 256 /* work-group size, when the kernel allows it */

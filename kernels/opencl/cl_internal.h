@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "gguf/error.h"
+#include "base/error.h"
 #include "kernels/opencl/opencl.h"
 
 /* The OpenCL 1.2 entry points tern calls, resolved from the ICD loader. */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "kernels/opencl/cl_internal.h"
-#include "kernels/timing.h"
+#include "base/timing.h"
 
 double tern_cl_profile_clock(const tern_cl *cl) {
     return cl->profile ? tern_now_s() * 1e9 : 0;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/chat_format.h"
+#include "text/chat_format.h"
 
 #define MAX_MESSAGES 64
 

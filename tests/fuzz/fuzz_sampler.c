@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler.h"
+#include "text/sampler.h"
 #include "tern.h"
 
 #define CHECK(c)                                                                                             \

@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
-#include "engine/tokenizer_impl.h"
-#include "engine/tokenizer_unicode.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_impl.h"
+#include "text/tokenizer_unicode.h"
 
 #define CHECK(c)                                                                                             \
     do {                                                                                                     \
