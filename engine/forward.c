@@ -360,3 +360,14 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
                                   f->check_numerics ? f->model->w.output->name : "");
     return TERN_OK;
 }
+
+void tern_model_decode_bytes(const tern_model *m, int64_t n_past, tern_decode_bytes *out) {
+    memset(out, 0, sizeof *out);
+    out->weights = m->weight_bytes;
+    const tern_gguf_tensor *embd = m->w.token_embd;
+    /* The input embedding is a row lookup; only a tied embedding, being the output head too, is
+     * read whole. */
+    if (embd && !m->w.tied_output && embd->ne[1] > 0)
+        out->weights -= embd->nbytes - embd->nbytes / (uint64_t)embd->ne[1];
+    out->kv = n_past > 0 ? tern_kv_cache_bytes(&m->hp, n_past) : 0;
+}

@@ -42,4 +42,13 @@ void tern_forward_free(tern_forward *f);
 tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n, int64_t pos0, float *logits,
                               tern_error *err);
 
+/* Bytes one decode step of a model reads: what the decode roofline (platform/roofline.h) divides
+ * by the read bandwidth. */
+typedef struct tern_decode_bytes {
+    uint64_t weights; /* every tensor, except that only one row of an untied token embedding is read */
+    uint64_t kv;      /* K and V of every layer for n_past cached positions (FP16) */
+} tern_decode_bytes;
+
+void tern_model_decode_bytes(const tern_model *model, int64_t n_past, tern_decode_bytes *out);
+
 #endif

@@ -3,8 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/forward.h"
-#include "engine/model.h"
 #include "platform/threadpool.h"
 #include "base/error.h"
 #include "kernels/cpu/memread.h"
@@ -69,17 +67,6 @@ done:
     free(buf);
     free(job);
     return st;
-}
-
-void tern_model_decode_bytes(const tern_model *m, int64_t n_past, tern_decode_bytes *out) {
-    memset(out, 0, sizeof *out);
-    out->weights = m->weight_bytes;
-    const tern_gguf_tensor *embd = m->w.token_embd;
-    /* The input embedding is a row lookup; only a tied embedding, being the output head too, is
-     * read whole. */
-    if (embd && !m->w.tied_output && embd->ne[1] > 0)
-        out->weights -= embd->nbytes - embd->nbytes / (uint64_t)embd->ne[1];
-    out->kv = n_past > 0 ? tern_kv_cache_bytes(&m->hp, n_past) : 0;
 }
 
 double tern_roofline_tokens_per_s(double gbs, uint64_t bytes_per_token) {

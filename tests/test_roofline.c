@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "engine/forward.h"
 #include "engine/model.h"
 #include "platform/roofline.h"
 #include "kernels/cpu/memread.h"

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "engine/forward.h"
 #include "tools/bench.h"
 #include "tools/cli.h"
 #include "tools/env_params.h"
