@@ -2,8 +2,8 @@
  * The struct_size check of tern.h's parameter structs (ABI growth: a program compiled against an
  * older header passes a shorter struct, whose missing fields keep their defaults).
  */
-#ifndef TERN_ENGINE_PARAMS_H
-#define TERN_ENGINE_PARAMS_H
+#ifndef TERN_BASE_PARAMS_H
+#define TERN_BASE_PARAMS_H
 
 #include <stddef.h>
 

@@ -1,12 +1,12 @@
 /*
- * kernels/timing.h — the clock and the median that tern's measurements share: the bandwidth
- * probes (engine/roofline.c, kernels/opencl/cl_bandwidth.c), tern kbench's kernel timings and
+ * base/timing.h — the clock and the median that tern's measurements share: the bandwidth
+ * probes (platform/roofline.c, kernels/opencl/cl_bandwidth.c), tern kbench's kernel timings and
  * tern bench's runs. One definition, so every number tern prints is taken the same way: a
  * monotonic clock (never moved by NTP or the user), and medians rather than means (a run that
  * another process preempted is an outlier, not a sample to average in).
  */
-#ifndef TERN_KERNELS_TIMING_H
-#define TERN_KERNELS_TIMING_H
+#ifndef TERN_BASE_TIMING_H
+#define TERN_BASE_TIMING_H
 
 #include <math.h>
 #include <stdlib.h>

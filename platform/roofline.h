@@ -5,8 +5,8 @@
  * of that ceiling, `tern kbench` rates kernels against it and `tern doctor` compares a short
  * run with it.
  */
-#ifndef TERN_ENGINE_ROOFLINE_H
-#define TERN_ENGINE_ROOFLINE_H
+#ifndef TERN_PLATFORM_ROOFLINE_H
+#define TERN_PLATFORM_ROOFLINE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -11,8 +11,8 @@
  * stored. Reading is a handful of small files: fine for a bench that samples clocks and
  * temperatures once a second, not for the per-token path.
  */
-#ifndef TERN_ENGINE_SYSINFO_H
-#define TERN_ENGINE_SYSINFO_H
+#ifndef TERN_PLATFORM_SYSINFO_H
+#define TERN_PLATFORM_SYSINFO_H
 
 #include <stdbool.h>
 #include <stdint.h>

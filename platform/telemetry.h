@@ -5,14 +5,14 @@
  * timings (the write-up's method: clocks and temperatures recorded next to every number), so a
  * slow run can be told apart from a throttled or swapping one.
  *
- * Everything is read through engine/sysinfo.h, so a fake sysroot works here too. The caller can
+ * Everything is read through platform/sysinfo.h, so a fake sysroot works here too. The caller can
  * tag samples with a phase and a progress counter (bench: load / prefill / decode, and tokens in
  * the KV cache), which gives tokens/s over time on the samples' time axis. One sample reads a few
  * small files per CPU and zone: well under a millisecond on the machines tern targets, so 100 ms
  * costs the run nothing measurable.
  */
-#ifndef TERN_ENGINE_TELEMETRY_H
-#define TERN_ENGINE_TELEMETRY_H
+#ifndef TERN_PLATFORM_TELEMETRY_H
+#define TERN_PLATFORM_TELEMETRY_H
 
 #include <stddef.h>
 #include <stdint.h>

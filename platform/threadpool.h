@@ -23,8 +23,8 @@
  * from inside a job. Workers block all asynchronous signals, so a Ctrl-C handler runs on the
  * caller's thread.
  */
-#ifndef TERN_ENGINE_THREADPOOL_H
-#define TERN_ENGINE_THREADPOOL_H
+#ifndef TERN_PLATFORM_THREADPOOL_H
+#define TERN_PLATFORM_THREADPOOL_H
 
 #include "tern.h"
 

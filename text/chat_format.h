@@ -15,8 +15,8 @@
  * BOS is not part of the text: the tokenizer adds it (add_bos). Formats that repeat BOS inside the
  * conversation (Llama 2 before every later user turn) do write it, as special text.
  */
-#ifndef TERN_ENGINE_CHAT_FORMAT_H
-#define TERN_ENGINE_CHAT_FORMAT_H
+#ifndef TERN_TEXT_CHAT_FORMAT_H
+#define TERN_TEXT_CHAT_FORMAT_H
 
 #include <stdbool.h>
 #include <stddef.h>

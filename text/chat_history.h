@@ -11,8 +11,8 @@
  * When the conversation no longer fits, the oldest whole turns go (a user message and the
  * answers after it); the leading system messages always stay.
  */
-#ifndef TERN_ENGINE_CHAT_HISTORY_H
-#define TERN_ENGINE_CHAT_HISTORY_H
+#ifndef TERN_TEXT_CHAT_HISTORY_H
+#define TERN_TEXT_CHAT_HISTORY_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,8 +11,8 @@
  * and accepted tokens give the same choices. All scratch memory is sized at create: sampling a
  * token allocates nothing.
  */
-#ifndef TERN_ENGINE_SAMPLER_H
-#define TERN_ENGINE_SAMPLER_H
+#ifndef TERN_TEXT_SAMPLER_H
+#define TERN_TEXT_SAMPLER_H
 
 #include "tern.h"
 

@@ -8,8 +8,8 @@
  * string that is valid UTF-8 can only begin at a character boundary, so what the matcher
  * releases is whole characters too.
  */
-#ifndef TERN_ENGINE_STOP_STRINGS_H
-#define TERN_ENGINE_STOP_STRINGS_H
+#ifndef TERN_TEXT_STOP_STRINGS_H
+#define TERN_TEXT_STOP_STRINGS_H
 
 #include <stdbool.h>
 #include <stddef.h>

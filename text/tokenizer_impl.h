@@ -1,5 +1,5 @@
 /*
- * Private to engine/tokenizer*.c: the tokenizer's layout and the pieces its two models share
+ * Private to text/tokenizer*.c: the tokenizer's layout and the pieces its two models share
  * (the hash index, the merge loop over a symbol list, the output sink).
  */
 #ifndef TERN_TOKENIZER_IMPL_H

@@ -1,7 +1,7 @@
 /*
  * UTF-8 decoding and the Unicode classes the byte-level BPE pre-tokenizers need.
  *
- * The class table is generated at build time (engine/gen_unicode.awk, rule in engine/gen.mk)
+ * The class table is generated at build time (text/gen_unicode.awk, rule in text/gen.mk)
  * from Debian's unicode-data: letters by general category (Lu, Ll, Lt, Lm, Lo, which gpt-4o's
  * and tekken's patterns tell apart), marks M*, numbers N*, punctuation P*, and white space is
  * the White_Space property of PropList.txt (what `\s` means in the published pre-tokenizer
