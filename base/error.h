@@ -1,15 +1,17 @@
 /*
- * Error reporting and checked arithmetic shared by every layer of the library.
- * It lives in the lowest layer (gguf/) so that every layer above can use it.
+ * Error reporting shared by every room of the library (the checked arithmetic that most error paths
+ * start from is base/checked.h, included here).
+ * It lives in the lowest room (base/) so that every room above can use it.
  */
-#ifndef TERN_GGUF_ERROR_H
-#define TERN_GGUF_ERROR_H
+#ifndef TERN_BASE_ERROR_H
+#define TERN_BASE_ERROR_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/checked.h"
 #include "tern.h"
 
 /* Fill err (which may be NULL) with a status and a printf-style message; returns the status so
@@ -39,13 +41,5 @@ void tern_log(const tern_logger *log, tern_log_level level, const char *fmt, ...
             abort();                                                                            \
         }                                                                                       \
     } while (0)
-
-/* Checked arithmetic: return 1 on overflow and leave *out unspecified. */
-static inline int tern_mul_overflows_u64(uint64_t a, uint64_t b, uint64_t *out) {
-    return __builtin_mul_overflow(a, b, out);
-}
-static inline int tern_add_overflows_u64(uint64_t a, uint64_t b, uint64_t *out) {
-    return __builtin_add_overflow(a, b, out);
-}
 
 #endif

@@ -17,7 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf/gguf.h"
+#include "base/error.h"
+#include "base/types.h"
 
 /* The activation format a weight type's dot product consumes (a tern_type): F32 for F32/F16/BF16,
  * Q8_0 for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, Q8_K for Q2_K..Q6_K; TERN_TYPE_COUNT for any other id. */

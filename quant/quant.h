@@ -11,7 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "gguf/gguf.h"
+#include "base/error.h"
+#include "base/types.h"
 #include "quant/fp16.h"
 
 /* Convert n elements (a multiple of the block size) of a row. */

@@ -21,7 +21,8 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
-#include "gguf/gguf.h"
+#include "base/error.h"
+#include "base/types.h"
 
 /* ---- the runtime and its devices ---- */
 
