@@ -12,9 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "platform/roofline.h"
-#include "platform/telemetry.h"
-#include "kernels/opencl/opencl.h"
+#include "tern_internal.h"
 #include "tern.h"
 #include "tools/sysdesc.h"
 

@@ -5,8 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/error.h"
-#include "quant/quant.h"
+#include "tern_internal.h"
 #include "tools/cli.h"
 #include "tools/convert.h"
 

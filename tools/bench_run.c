@@ -11,12 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/error.h"
-#include "engine/forward.h"
+#include "tern_internal.h"
 #include "tools/bench.h"
 #include "tools/cli.h"
 #include "tools/env_params.h"
-#include "base/timing.h"
 
 /* Plain English, so a long prompt made of it tokenizes like a real one (word pieces, not bytes). */
 const char tern_bench_default_prompt[] =

@@ -16,9 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "text/chat_history.h"
-#include "base/error.h"
-#include "base/timing.h"
+#include "tern_internal.h"
 #include "tools/cli.h"
 #include "tools/line_edit.h"
 #include "tools/output.h"

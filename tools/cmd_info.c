@@ -7,10 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/backend.h"
-#include "gguf/gguf.h"
-#include "kernels/kernels.h"
-#include "kernels/opencl/opencl.h"
+#include "tern_internal.h"
 #include "tools/cli.h"
 #include "tools/opencl_icd.h"
 #include "tools/env_params.h"

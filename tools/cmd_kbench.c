@@ -10,13 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "platform/roofline.h"
-#include "platform/threadpool.h"
-#include "kernels/kernels.h"
-#include "quant/quant.h"
+#include "tern_internal.h"
 #include "tools/cli.h"
 #include "tools/kbench.h"
-#include "base/timing.h"
 
 static const char kbench_help[] =
     "usage: tern kbench [--backend cpu|opencl] [--device N] [--kernel NAME] [--isa LIST] [-t N]\n"

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "tools/cli.h"
-#include "base/timing.h"
+#include "tern_internal.h"
 
 static const char ppl_head[] =
     "usage: tern perplexity -m MODEL -f FILE [-c N] [--chunks N] [options]\n\n"

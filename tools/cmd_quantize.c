@@ -8,9 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "platform/threadpool.h"
-#include "gguf/gguf.h"
-#include "quant/quant.h"
+#include "tern_internal.h"
 #include "tools/cli.h"
 #include "tools/convert.h"
 

@@ -18,9 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "platform/threadpool.h"
+#include "tern_internal.h"
 #include "tools/cli.h"
-#include "base/timing.h"
 
 /* Elements one thread converts per pass: a pass takes tens of milliseconds for K-quants. */
 #define PASS_ELEMENTS_PER_THREAD ((int64_t)1 << 20)

@@ -16,8 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "gguf/gguf.h"
-#include "quant/quant.h"
+#include "tern_internal.h"
 
 typedef struct tern_convert_tensor {
     char name[TERN_GGUF_MAX_NAME];

@@ -8,11 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/forward.h"
-#include "engine/model.h"
-#include "platform/roofline.h"
-#include "kernels/opencl/opencl.h"
-#include "quant/quant.h"
+#include "tern_internal.h"
 #include "tools/cli.h"
 #include "tools/doctor.h"
 #include "tools/env_params.h"

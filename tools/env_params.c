@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h"
+#include "tern_internal.h"
 
 /* A set, non-empty variable, or NULL. */
 static const char *env(const char *name) {

@@ -10,9 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "platform/roofline.h"
-#include "platform/threadpool.h"
-#include "kernels/opencl/opencl.h"
+#include "tern_internal.h"
 #include "tools/sysdesc.h"
 
 typedef struct tern_kbench_time {

@@ -10,12 +10,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "kernels/opencl/opencl.h"
-#include "quant/fp16.h"
+#include "tern_internal.h"
 #include "tools/cli.h"
 #include "tools/env_params.h"
 #include "tools/kbench.h"
-#include "base/timing.h"
 
 void tern_kbench_add(tern_kbench_state *s, const tern_kbench_result *r) {
     if (s->n_results == s->cap_results) {

@@ -3,8 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h"
-#include "kernels/kernels.h"
+#include "tern_internal.h"
 #include "tools/cli.h"
 #include "tools/env_params.h"
 

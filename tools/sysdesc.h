@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "platform/sysinfo.h"
+#include "tern_internal.h"
 
 typedef struct tern_sysdesc {
     const char *sysroot; /* $TERN_SYSROOT, or "/" */
