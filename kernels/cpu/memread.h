@@ -1,5 +1,5 @@
 /*
- * The read loop of the memory-bandwidth probe (engine/roofline.h measures with it; tern kbench
+ * The read loop of the memory-bandwidth probe (platform/roofline.h measures with it; tern kbench
  * and tern bench report it as the decode roofline).
  *
  * Decode streams every weight byte once per token, so its ceiling is how fast the cores can read
@@ -18,7 +18,7 @@
 /* The wrapping sum of the n / 8 native-order 64-bit words at p (a tail of n % 8 bytes is not
  * read). The caller keeps the result so the loads cannot be optimised away. Pure: no allocation,
  * threads or globals; p needs no alignment. Plain C: vectorised by the compiler for the baseline
- * ISA (SSE2, NEON). */
+ * ISA (SSE2, NEON); memread_ref.c. */
 uint64_t tern_memread_sum(const void *p, size_t n);
 
 #if defined(__x86_64__)
