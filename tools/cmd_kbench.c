@@ -3,7 +3,8 @@
  * family at the shapes of 1B and 7B models, per ISA path this CPU can run: GB/s, GFLOP/s and,
  * for the memory-bound cases (gemm with one activation row, attention), the share of the
  * measured bandwidth they reach. With --backend opencl, the OpenCL device's bandwidth and kernels
- * follow at the same shapes, with the same weights (kbench_report.c).
+ * follow at the same shapes, with the same weights (kbench_report.c); what both paths share is
+ * kbench_common.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -49,11 +50,6 @@ static const char kbench_help[] =
     "\n"
     "exit status: 0 done, 1 a measurement could not run, 2 bad arguments\n";
 
-tern_kbench_time tern_kbench_time_of(double *v, int n) {
-    const double median = tern_sort_median(v, n);
-    return (tern_kbench_time){.median = median, .best = v[0], .reps = n};
-}
-
 /* The job a timed repetition runs; `rep` lets decode gemm move to another copy of its weights. */
 typedef struct timed {
     tern_threadpool *pool; /* NULL: run on this thread */
@@ -82,108 +78,6 @@ static tern_kbench_time time_it(const timed *t, double budget_s) {
         v[r] = tern_now_s() - t0;
     }
     return tern_kbench_time_of(v, reps);
-}
-
-/* ---- shapes ---- */
-
-const tern_kbench_model tern_kbench_models[TERN_KBENCH_N_MODELS] = {
-    {"1B", 2048, 5632, 32, 4, 64},    /* TinyLlama-1.1B */
-    {"7B", 4096, 11008, 32, 32, 128}, /* Llama-2-7B */
-};
-
-const uint32_t tern_kbench_gemm_types[TERN_KBENCH_N_GEMM_TYPES] = {
-    TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, TERN_TYPE_Q8_0, TERN_TYPE_Q4_0,
-    TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_F16};
-
-int tern_kbench_n_models(const tern_kbench_state *s) {
-    return s->quick ? 1 : TERN_KBENCH_N_MODELS;
-}
-
-int tern_kbench_gemm_shapes(const tern_kbench_state *s, const tern_kbench_model *ms,
-                            tern_kbench_shape out[3]) {
-    /* ffn_up by default: the largest matrix, the one that dominates a token */
-    out[0] = (tern_kbench_shape){"ffn_up", ms->n_ff, ms->n_embd};
-    if (!s->full)
-        return 1;
-    out[1] = (tern_kbench_shape){"attn_q", ms->n_embd, ms->n_embd};
-    out[2] = (tern_kbench_shape){"ffn_down", ms->n_embd, ms->n_ff};
-    return 3;
-}
-
-void tern_kbench_each_gemm(tern_kbench_state *s, const char *path, tern_kbench_gemm_fn fn, void *arg) {
-    for (int t = 0; t < TERN_KBENCH_N_GEMM_TYPES; t++) {
-        const uint32_t type = tern_kbench_gemm_types[t];
-        if (!tern_kbench_wanted(s, "gemm", tern_type_name(type)))
-            continue;
-        if (!tern_kbench_weights(s, type)) {
-            tern_kbench_skip(s, "gemm %s %s: cannot make weights", path, tern_type_name(type));
-            continue;
-        }
-        for (int mi = 0; mi < tern_kbench_n_models(s); mi++) {
-            tern_kbench_shape shapes[3];
-            const int n_shapes = tern_kbench_gemm_shapes(s, &tern_kbench_models[mi], shapes);
-            fn(s, arg, type, &tern_kbench_models[mi], shapes, n_shapes);
-        }
-    }
-}
-
-int tern_kbench_contexts(const tern_kbench_state *s, int64_t out[4]) {
-    static const int64_t contexts[4] = {512, 2048, 8192, 32768};
-    memcpy(out, contexts, sizeof contexts);
-    return s->quick ? 1 : s->full ? 4 : 3;
-}
-
-/* ---- weights: valid blocks tiled over an arena ---- */
-
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-float tern_kbench_uniform(uint64_t *s) {
-    return (float)((double)(splitmix(s) >> 11) * 0x1p-53 - 0.5);
-}
-
-/* Fills the arena with whole blocks of `type` quantized from random values by the reference
- * quantizer (the values do not matter for speed; finite scales do). Any row of a multiple of the
- * block size that starts on a block boundary then holds valid blocks. The arena is built from a
- * pool of distinct units picked at random, never a repeated tile: memory made of identical pages
- * can be merged by the host (KSM and the like) into a few physical pages that sit in cache, and
- * decode would then seem faster than memory. */
-static bool fill_arena(uint32_t type, uint8_t *arena, size_t bytes) {
-    enum { POOL_UNITS = 4096, UNIT_MIN_BYTES = 64 };
-    const tern_quant_type *qt = tern_quant_type_get(type);
-    const int64_t blocks_per_unit = (UNIT_MIN_BYTES + qt->block_bytes - 1) / qt->block_bytes;
-    const size_t unit = (size_t)(blocks_per_unit * qt->block_bytes);
-    const int64_t n = POOL_UNITS * blocks_per_unit * qt->block_elems;
-    float *src = malloc((size_t)n * sizeof *src);
-    uint8_t *pool = malloc(unit * POOL_UNITS);
-    const bool ok = src && pool && qt->quantize;
-    if (ok) {
-        uint64_t seed = type + 1;
-        for (int64_t i = 0; i < n; i++)
-            src[i] = tern_kbench_uniform(&seed) * 0.04f;
-        qt->quantize(src, pool, n);
-        size_t at = 0;
-        for (; at + unit <= bytes; at += unit)
-            memcpy(arena + at, pool + unit * (splitmix(&seed) % POOL_UNITS), unit);
-        memset(arena + at, 0, bytes - at); /* a tail shorter than a unit: no row reaches it */
-    }
-    free(src);
-    free(pool);
-    return ok;
-}
-
-bool tern_kbench_weights(tern_kbench_state *s, uint32_t type) {
-    if (s->arena_type == type)
-        return true;
-    s->arena_type = TERN_TYPE_COUNT;
-    if (!s->arena || !fill_arena(type, s->arena, s->arena_bytes))
-        return false;
-    s->arena_type = type;
-    return true;
 }
 
 /* ---- gemm ---- */

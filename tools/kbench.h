@@ -1,7 +1,7 @@
 /*
- * tern kbench internals shared by cmd_kbench.c (the CPU measurements, the shapes and weights every
- * path uses) and kbench_report.c (the bandwidth probe, the OpenCL part, the collected results and
- * their output).
+ * tern kbench internals: kbench_common.c (the shapes and weights every path uses, the collected
+ * results), below cmd_kbench.c (the command and the CPU measurements) and kbench_report.c (the
+ * bandwidth probe, the OpenCL part and the output).
  */
 #ifndef TERN_TOOLS_KBENCH_H
 #define TERN_TOOLS_KBENCH_H
@@ -58,7 +58,7 @@ typedef struct tern_kbench_state {
     int n_skipped;
 } tern_kbench_state;
 
-/* ---- what every path measures (cmd_kbench.c) ---- */
+/* ---- what every path measures (kbench_common.c) ---- */
 
 typedef struct tern_kbench_model {
     const char *name;
@@ -95,7 +95,11 @@ float tern_kbench_uniform(uint64_t *seed);
 /* Median and best of n per-call times (v is sorted). */
 tern_kbench_time tern_kbench_time_of(double *v, int n);
 
-/* ---- results and output (kbench_report.c) ---- */
+/* ---- the results (kbench_common.c) ---- */
+
+/* The kernel families, in the order of the output's tables. */
+#define TERN_KBENCH_N_FAMILIES 6
+extern const char *const tern_kbench_families[TERN_KBENCH_N_FAMILIES];
 
 void tern_kbench_add(tern_kbench_state *s, const tern_kbench_result *r);
 void tern_kbench_skip(tern_kbench_state *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -103,6 +107,10 @@ void tern_kbench_skip(tern_kbench_state *s, const char *fmt, ...) __attribute__(
 bool tern_kbench_wanted(const tern_kbench_state *s, const char *family, const char *type);
 bool tern_kbench_kernel_known(const char *name);
 bool tern_kbench_isa_wanted(const char *list, const char *isa);
+void tern_kbench_free(tern_kbench_state *s);
+
+/* ---- bandwidth, the OpenCL device and output (kbench_report.c) ---- */
+
 /* Read bandwidth on 1, 2, 4, ... threads up to the online CPUs (every count with --full). */
 void tern_kbench_measure_bandwidth(tern_kbench_state *s);
 /* The OpenCL device: its read bandwidth (s->opencl, s->opencl_bw), then, when run_kernels, the
@@ -111,6 +119,5 @@ void tern_kbench_measure_bandwidth(tern_kbench_state *s);
 void tern_kbench_opencl(tern_kbench_state *s, bool run_kernels);
 void tern_kbench_print_md(const tern_kbench_state *s, FILE *f);
 void tern_kbench_print_json(const tern_kbench_state *s, FILE *f);
-void tern_kbench_free(tern_kbench_state *s);
 
 #endif

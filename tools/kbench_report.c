@@ -1,7 +1,7 @@
 /*
  * tern kbench: the bandwidth probe across thread counts, the OpenCL device (its read bandwidth and
- * its kernels, timed through kernels/opencl/opencl.h like the engine calls them), the list of
- * results and its markdown / JSON output.
+ * its kernels, timed through kernels/opencl/opencl.h like the engine calls them) and the markdown /
+ * JSON output of the results.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -14,64 +14,6 @@
 #include "tools/cli.h"
 #include "tools/env_params.h"
 #include "tools/kbench.h"
-
-void tern_kbench_add(tern_kbench_state *s, const tern_kbench_result *r) {
-    if (s->n_results == s->cap_results) {
-        const int cap = s->cap_results ? s->cap_results * 2 : 64;
-        tern_kbench_result *p = realloc(s->results, (size_t)cap * sizeof *p);
-        if (!p)
-            return; /* a lost line, not a wrong one */
-        s->results = p;
-        s->cap_results = cap;
-    }
-    s->results[s->n_results++] = *r;
-    if (!s->json && isatty(fileno(stderr)))
-        fprintf(stderr, "\r%-9s %-6s %-6s %s %-8s m=%-3lld %9.3f ms   ", r->family, r->isa, r->type, r->model, r->shape,
-                (long long)r->m, r->time.median * 1e3);
-}
-
-void tern_kbench_skip(tern_kbench_state *s, const char *fmt, ...) {
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    char **p = realloc(s->skipped, (size_t)(s->n_skipped + 1) * sizeof *p);
-    if (!p)
-        return;
-    s->skipped = p;
-    if ((s->skipped[s->n_skipped] = strdup(line)))
-        s->n_skipped++;
-}
-
-static const char *const families[] = {"peak", "gemm", "attention", "rmsnorm", "rope", "glu"};
-
-bool tern_kbench_kernel_known(const char *name) {
-    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-        if (!strcasecmp(name, families[i]))
-            return true;
-    for (uint32_t t = 0; t < TERN_TYPE_COUNT; t++)
-        if (tern_type_name(t) && !strcasecmp(name, tern_type_name(t)))
-            return true;
-    return false;
-}
-
-/* Names in either case: --kernel q4_k is Q4_K. */
-bool tern_kbench_wanted(const tern_kbench_state *s, const char *family, const char *type) {
-    if (!s->kernel)
-        return true;
-    return !strcasecmp(s->kernel, family) || (type && !strcasecmp(s->kernel, type));
-}
-
-bool tern_kbench_isa_wanted(const char *list, const char *isa) {
-    if (!list)
-        return true;
-    const size_t n = strlen(isa);
-    for (const char *p = list; (p = strstr(p, isa)); p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
-            return true;
-    return false;
-}
 
 void tern_kbench_measure_bandwidth(tern_kbench_state *s) {
     const tern_cpu_topology *t = s->sys->topo;
@@ -566,11 +508,11 @@ void tern_kbench_print_md(const tern_kbench_state *s, FILE *f) {
           "(GFLOP/s there: GOP/s of int8 products)\n",
           f);
     /* one table per family, every ISA path in it */
-    for (size_t fam = 0; fam < sizeof families / sizeof families[0]; fam++) {
+    for (int fam = 0; fam < TERN_KBENCH_N_FAMILIES; fam++) {
         bool header = false;
         for (int i = 0; i < s->n_results; i++) {
             const tern_kbench_result *r = &s->results[i];
-            if (strcmp(r->family, families[fam]))
+            if (strcmp(r->family, tern_kbench_families[fam]))
                 continue;
             if (!header)
                 fprintf(f, "\n| %s | isa | type | model | shape | m | threads | ms | GB/s | GFLOP/s | %% roofline |\n"
@@ -624,11 +566,4 @@ void tern_kbench_print_json(const tern_kbench_state *s, FILE *f) {
         tern_cli_json_string(f, s->skipped[i], strlen(s->skipped[i]));
     }
     fputs("]}\n", f);
-}
-
-void tern_kbench_free(tern_kbench_state *s) {
-    for (int i = 0; i < s->n_skipped; i++)
-        free(s->skipped[i]);
-    free(s->skipped);
-    free(s->results);
 }
