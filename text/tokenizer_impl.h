@@ -64,6 +64,7 @@ typedef struct tern_tok_index {
 /* Does item hold the key (key, len)? */
 typedef bool (*tern_tok_key_eq)(const void *ctx, int32_t item, const void *key, size_t len);
 
+/* The index (tokenizer_index.c). */
 uint32_t tern_tok_hash(const void *key, size_t len);
 tern_status tern_tok_index_init(tern_tok_index *ix, size_t n_items, tern_error *err);
 void tern_tok_index_free(tern_tok_index *ix);
@@ -173,6 +174,8 @@ typedef struct tern_tok_scratch {
     int32_t *offs; /* ... and their byte offsets (one more than code points) */
     size_t cp_cap;
 } tern_tok_scratch;
+
+/* The scratch buffers and the merge loop (tokenizer_merge.c). */
 
 /* Makes room for n symbols (and their candidate pairs). */
 tern_status tern_tok_reserve_symbols(tern_tok_scratch *sc, size_t n, tern_error *err);
