@@ -1,5 +1,5 @@
 /*
- * engine/tokenizer_pretok.c: every BPE pre-tokenizer against its published expressions, on fixed
+ * text/tokenizer_pretok.c: every BPE pre-tokenizer against its published expressions, on fixed
  * cases (the words each must give), on random text (the words must cover it, in order) and on long
  * runs that a matcher which rescans would take minutes over. Needs no vocabulary: the split is
  * called with only the pre-tokenizer set.

@@ -1,6 +1,6 @@
 /*
  * The decode roofline pieces: the read loop of the bandwidth probe (kernels/cpu/memread.h), the
- * threaded measurement and the bytes a decode step reads (engine/roofline.h).
+ * threaded measurement and the bytes a decode step reads (platform/roofline.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /*
- * The background sampler (engine/telemetry.h) on the fake machines of tests/data/sysroot: what it
+ * The background sampler (platform/telemetry.h) on the fake machines of tests/data/sysroot: what it
  * records must be what the tree holds (README.md there), tagged with the caller's phase and
  * progress, on an increasing time axis.
  */

@@ -1,5 +1,5 @@
 /*
- * engine/tokenizer*: the reference vocab cases (tests/golden/vocab, 100% must match), the prompt
+ * text/tokenizer*: the reference vocab cases (tests/golden/vocab, 100% must match), the prompt
  * tokens of the golden models, round trips, special-token handling, the streaming
  * detokenizer and the Unicode classes. The BPE pre-tokenizers against their published patterns
  * are in test_pretokenizer.c, vocabularies built in memory, good and bad, in

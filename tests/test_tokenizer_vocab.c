@@ -1,5 +1,5 @@
 /*
- * engine/tokenizer*: vocabularies built in memory with the GGUF writer. Bad ones (wrong element
+ * text/tokenizer*: vocabularies built in memory with the GGUF writer. Bad ones (wrong element
  * types, lengths, token types, byte tokens, missing merges, unknown models) must fail cleanly
  * with a message naming the problem; tolerable faults (a special id out of range, no
  * pre-tokenizer name) load with a warning; small good ones pin down byte fallback, the unknown

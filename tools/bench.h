@@ -2,7 +2,7 @@
  * tern bench: the pieces shared by the bench command, its reports, its plot, the ladder and the
  * doctor's short measurement. One run = load the model (file open to context ready), evaluate a
  * fixed prompt (time to first token, prefill tokens/s), generate greedily (decode tokens/s), free
- * everything; a background telemetry sampler (engine/telemetry.h) records clocks, temperatures
+ * everything; a background telemetry sampler (platform/telemetry.h) records clocks, temperatures
  * and memory beside it.
  */
 #ifndef TERN_TOOLS_BENCH_H

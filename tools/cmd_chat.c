@@ -1,7 +1,7 @@
 /*
  * tern chat -m MODEL [-sys SYSTEM] [options] : an interactive chat that streams tokens.
  *
- * The conversation lives in the KV cache (engine/chat_history.h): each turn evaluates only the
+ * The conversation lives in the KV cache (text/chat_history.h): each turn evaluates only the
  * tokens after the prefix the cache already holds, the answers included. When it outgrows the
  * context the oldest whole turns go, the system prompt stays, and the chat goes on. Ctrl-C during
  * an answer stops it and returns to the prompt; Ctrl-C at the prompt, a second Ctrl-C, or Ctrl-D

@@ -2,7 +2,7 @@
  * The description of the machine that goes with every bench record, kbench table and doctor
  * report: CPU name, kernel path and features, cores by class, clocks and governors, memory, swap
  * and zRAM, thermal zones, power state, GPU drivers, and the tern build. Read once through
- * engine/sysinfo.h, so TERN_SYSROOT points it at a fake machine (the kernel path and CPU
+ * platform/sysinfo.h, so TERN_SYSROOT points it at a fake machine (the kernel path and CPU
  * features are always the real CPU's: they decide which code runs).
  */
 #ifndef TERN_TOOLS_SYSDESC_H

@@ -6,7 +6,7 @@
  * piece's first byte (system, user, assistant, or a role tern must refuse).
  *
  *   clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -I. -D_GNU_SOURCE \
- *       tests/fuzz/fuzz_chat_format.c engine/chat_format.c gguf/error.c -o build/fuzz_chat_format
+ *       tests/fuzz/fuzz_chat_format.c text/chat_format.c base/error.c -o build/fuzz_chat_format
  *   build/fuzz_chat_format -max_total_time=60 tests/fuzz/corpus/chat_format
  */
 #include <stdint.h>

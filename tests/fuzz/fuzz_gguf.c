@@ -4,7 +4,7 @@
  * first and last byte of every tensor), so that any pointer the reader let through outside the
  * input is read here and caught by AddressSanitizer.
  *
- *   clang -fsanitize=fuzzer,address -Iinclude -I. tests/fuzz/fuzz_gguf.c gguf/error.c gguf/gguf_*.c \
+ *   clang -fsanitize=fuzzer,address -Iinclude -I. tests/fuzz/fuzz_gguf.c base/error.c base/types.c gguf/gguf_*.c \
  *         -o /tmp/fuzz_gguf
  *   /tmp/fuzz_gguf -max_total_time=60 tests/fuzz/corpus/gguf
  */

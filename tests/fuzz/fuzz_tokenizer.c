@@ -17,8 +17,8 @@
  * Run from the repository root (the vocabularies are read from tests/golden/vocab):
  *   make build/gen/unicode_table.c
  *   clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -I. -D_GNU_SOURCE \
- *       tests/fuzz/fuzz_tokenizer.c engine/tokenizer*.c build/gen/unicode_table.c \
- *       gguf/error.c gguf/gguf_*.c -lm -o build/fuzz_tokenizer
+ *       tests/fuzz/fuzz_tokenizer.c text/tokenizer*.c build/gen/unicode_table.c \
+ *       base/error.c base/types.c gguf/gguf_*.c -lm -o build/fuzz_tokenizer
  *   build/fuzz_tokenizer -max_total_time=60 tests/fuzz/corpus/tokenizer
  */
 #include <stdint.h>

@@ -4,7 +4,7 @@
  * (truncated, wrong version, misplaced tensor, oversized count), so the fuzzer starts both from
  * inputs that pass every check and from inputs that fail in the middle.
  *
- *   cc -Iinclude -I. tests/fuzz/make_gguf_corpus.c gguf/error.c gguf/gguf_*.c -o /tmp/make_gguf_corpus
+ *   cc -Iinclude -I. tests/fuzz/make_gguf_corpus.c base/error.c base/types.c gguf/gguf_*.c -o /tmp/make_gguf_corpus
  *   /tmp/make_gguf_corpus tests/fuzz/corpus/gguf
  */
 #include <stdio.h>
