@@ -101,10 +101,10 @@ static void split_range(int64_t n, int ith, int nth, int64_t align, int64_t *lo,
 /* ---- weights and buffers ---- */
 
 /* Decode streams every weight once per token, and on the machine of docs/threads.md the same
- * kernel read 15-19 GB/s from the mapped file (page cache, 4 KiB pages) against 31 GB/s from
- * anonymous memory with transparent huge pages (24-29 GB/s with 4 KiB pages): 2 threads, Q4_K,
- * 3 GiB. The file is since mapped so that 2 MiB page-cache folios get 2 MiB entries (gguf_read.c;
- * not re-measured on that machine, +5-25 % on another: docs/benchmarks.md, session 3).
+ * kernel read the mapped file (page cache, 4 KiB pages) markedly slower than anonymous memory
+ * with transparent huge pages (docs/benchmarks.md, "Measurements behind the code"). The file is
+ * since mapped so that 2 MiB page-cache folios get 2 MiB entries (gguf_read.c; not re-measured
+ * on that machine, faster on another: docs/benchmarks.md, session 3).
  * cpu_copy_weights copies each matrix of 1 MiB or more into 2 MiB-aligned anonymous
  * memory advised for huge pages. It costs the weights' size in memory on top of the
  * file's page cache (which the kernel may reclaim) and the copy at load; the backend's

@@ -38,8 +38,8 @@ void tern_avx512_gemm_q8_0(int64_t k, const void *restrict w, size_t w_stride, i
 
 /* How far ahead of the block being multiplied the weight stream is prefetched, in bytes. Decode
  * reads every weight once, and the hardware prefetchers alone leave the core waiting on memory
- * for part of each row: 2-4 KiB ahead raised single-thread Q4_K decode from about 6 to 8-11 GB/s
- * on the machines in docs/benchmarks.md (tests/bench_kernels.c, m = 1). -D overrides it. */
+ * for part of each row; 2-4 KiB ahead did best of the distances tried (docs/benchmarks.md,
+ * "Kernels (AVX2)": tests/bench_kernels.c, m = 1). -D overrides it. */
 #ifndef TERN_AVX2_PREFETCH_BYTES
 #define TERN_AVX2_PREFETCH_BYTES 2048
 #endif

@@ -17,10 +17,9 @@
  * summed in int16 and widened to per-sub-block int32 totals before the multiplication by the
  * scales (Q4_K: 8 maddubs + 3 madd per block and activation row instead of 8 + 8); the weight
  * block is unpacked once for a tile of up to 8 activation rows. The results are bit-identical
- * with the avx512vnni table's. Measured against the earlier kernel (one madd per 32 products), 1
- * thread, docs/kernels.md: prefill Q4_K 110-131 -> 145-167 GFLOP/s, Q6_K 106-125 -> 130-143;
- * decode (m = 1, cache-resident) Q4_K 20 -> 24 GB/s, Q6_K 22 -> 24. It is slower than the earlier
- * kernel at m = 2..4 only (too few rows share the costlier unpacking).
+ * with the avx512vnni table's. Against the earlier kernel (one madd per 32 products) it is faster
+ * in prefill and in cache-resident decode, and slower at m = 2..4 only (too few rows share the
+ * costlier unpacking): docs/benchmarks.md, "Measurements behind the code".
  * Q5_K keeps the direct kernel (q5k_rows): a tile unpacks one weight block once and meets up to
  * K_TILE_M activation rows with it.
  */
@@ -32,7 +31,8 @@
 #include "quant/block_q8_k.h"
 
 /* Activation rows per tile: 8 sums and the unpacked chunk about fill the 16 ymm registers; 8 rows
- * spread each block's unpacking and scale decoding thinner than 4 do (about 10% faster prefill). */
+ * spread each block's unpacking and scale decoding thinner than 4 do (a faster prefill:
+ * docs/benchmarks.md, "Measurements behind the code"). */
 #define K_TILE_M 8
 
 /* _mm_shuffle_epi8 controls: int16 lane g copied to all 8 lanes. */

@@ -7,15 +7,14 @@
  * order, so no offset trick is needed; one instruction does what AVX2 does with
  * _mm256_maddubs_epi16 + _mm256_madd_epi16 (or + an int16 add).
  *
- * Written at 256 bits (the EVEX encodings AVX512VL gives): on the machine this was measured on
- * (a KVM guest reporting an Intel Xeon with AVX-512 VNNI and AMX, docs/kernels.md) a 512-bit
- * vpdpbusd ran at 0.52 ns against 0.32 ns for a 256-bit one, 1.2x the bytes per second, while
- * pairing activation rows into 512-bit vectors would cost a shuffle per vector. Below 8
- * activation rows the kernels are matmul_k_tile.h's with VNNI lane sums; from 8 on, the panel
- * driver (gemm_kp, below) with the same per-block arithmetic. Their results are bit-identical
- * with the avx2 table's (test_gemm_k_tables_agree) and differ from matmul_ref.c only in the
- * order of f32 additions (integer sums exact). Measured in docs/kernels.md and docs/benchmarks.md
- * (session 6: 7B prefill 17.6 -> 26.6 t/s on two Zen 4 cores with the panels).
+ * Written at 256 bits (the EVEX encodings AVX512VL gives): where it was measured, a 512-bit
+ * vpdpbusd gained little over a 256-bit one in bytes per second, while pairing activation rows into
+ * 512-bit vectors would cost a shuffle per vector (docs/benchmarks.md, "Measurements behind the
+ * code"). Below 8 activation rows the kernels are matmul_k_tile.h's with VNNI lane sums; from 8 on,
+ * the panel driver (gemm_kp, below) with the same per-block arithmetic. Their results are
+ * bit-identical with the avx2 table's (test_gemm_k_tables_agree) and differ from matmul_ref.c only
+ * in the order of f32 additions (integer sums exact). Measured in docs/kernels.md and
+ * docs/benchmarks.md (the panels: session 6).
  */
 #include "kernels/cpu/avx2.h"
 
@@ -205,11 +204,11 @@ static void kp_tile_q6k(const tern_avx2_kt_act *restrict panel, int rows, int64_
 }
 
 /* The gemm over panels, in one allocation (kp_work) so that nothing large sits on the caller's
- * stack: k in chunks of TERN_KT_CHUNK blocks; per chunk, every activation row rearranged once
- * (the tiles' 8-row copies of tern_avx2_gemm_kt were made again for every group of weight rows:
- * 6-8 % of a 7B prefill), then the weight rows in groups of KP_GROUP, each group's chunk unpacked
- * once and met by all activation rows in tiles of KP_ROWS x KP_COLS. Returns false, having done
- * nothing, when the memory is not there. */
+ * stack: k in chunks of TERN_KT_CHUNK blocks; per chunk, every activation row rearranged once (the
+ * tiles' 8-row copies of tern_avx2_gemm_kt were made again for every group of weight rows, a
+ * visible share of a prefill's profile: docs/benchmarks.md, session 6), then the weight rows in
+ * groups of KP_GROUP, each group's chunk unpacked once and met by all activation rows in tiles of
+ * KP_ROWS x KP_COLS. Returns false, having done nothing, when the memory is not there. */
 typedef struct kp_work {
     tern_avx2_kt_act *panel; /* [KP_GROUP][TERN_KT_CHUNK] */
     tern_avx2_kt_act *act;   /* [m][TERN_KT_CHUNK] */

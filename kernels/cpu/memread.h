@@ -5,9 +5,9 @@
  * Decode streams every weight byte once per token, so its ceiling is how fast the cores can read
  * memory they did not write recently. These loops read bytes as the gemm kernels do (sequential
  * loads, several independent accumulators so loads are not serialised behind one add chain) and
- * do nothing else with them. The load width matters: on x86-64, 32-byte AVX2 loads stream ~40 %
- * faster than 16-byte ones on some machines (measured on an AMD EPYC VM: 8.5 against 6 GB/s on
- * one core), so the probe uses the widest loads the CPU has, like the kernels it rates.
+ * do nothing else with them. The load width matters: on x86-64, 32-byte AVX2 loads stream
+ * faster than 16-byte ones on some machines (docs/benchmarks.md, "Measurements behind the code"), so the
+ * probe uses the widest loads the CPU has, like the kernels it rates.
  */
 #ifndef TERN_KERNELS_CPU_MEMREAD_H
 #define TERN_KERNELS_CPU_MEMREAD_H

@@ -207,8 +207,8 @@ static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *re
 /* ---- attention, up to TERN_ATTN_ROWS queries of one KV head at once ----
  *
  * attn_head reads every K and V row once per query: for a prompt of n tokens that is n^2 / 2
- * row reads per head, each converted from fp16 again, and at 12 ns per key and query (7B,
- * 512 keys) it was 7 % of a 512-token prefill. Here each K row is converted once for up to 4
+ * row reads per head, each converted from fp16 again: a visible share of a long prefill
+ * (docs/benchmarks.md, "Measurements behind the code"). Here each K row is converted once for up to 4
  * queries (consecutive positions of one head, or the heads that share a KV head), and V rows in
  * chunks, converted once into a buffer that stays in L1 while every query's sums pass over it. */
 

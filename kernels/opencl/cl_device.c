@@ -132,8 +132,8 @@ tern_status tern_cl_alloc(tern_cl *cl, size_t bytes, const void *host, cl_mem *o
         return tern_error_set(err, TERN_ERR_BACKEND, "cannot allocate %zu bytes on %s: %s", bytes,
                               cl->info.name, tern_cl_status_name(rc));
     /* A blocking write rather than CL_MEM_COPY_HOST_PTR: NVIDIA's driver keeps a copied host
-     * pointer's data on the host and moves it at the buffer's first use, so a 7B model's 3.8 GB
-     * crossed to the GPU inside the first prefill (~850 ms of it); written here, it crosses
+     * pointer's data on the host and moves it at the buffer's first use, so a model's weights
+     * crossed to the GPU inside the first prefill (docs/benchmarks.md); written here, they cross
      * during the load, and a device that is out of memory says so now. */
     if (host && (rc = cl->api.EnqueueWriteBuffer(cl->queue, m, CL_TRUE, 0, bytes, host, 0, NULL, NULL)) !=
                     CL_SUCCESS) {
@@ -321,7 +321,7 @@ tern_status tern_cl_set_gemm(tern_cl *cl, tern_opencl_gemm path, int64_t min_m, 
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "CLBlast is not available (libclblast.so.1 not found)");
     /* CLBlast is tuned for GPUs; on a CPU device ours is no worse, and on NVIDIA ours reading the
-     * quantized weights ran 22-24 TFLOP/s against CLBlast's 13-18 with the dequantized tiles */
+     * quantized weights ran faster than CLBlast with the dequantized tiles (docs/benchmarks.md) */
     if (path == TERN_OPENCL_GEMM_AUTO)
         path = cl->sgemm && cl->info.is_gpu && !tern_cl_nvidia_gpu(&cl->info) ? TERN_OPENCL_GEMM_CLBLAST
                                                                               : TERN_OPENCL_GEMM_TILED;
@@ -337,8 +337,8 @@ static tern_status gemm_from_params(tern_cl *cl, const tern_opencl_params *p, te
                               "opencl.gemm is TERN_OPENCL_GEMM_AUTO, _TILED or _CLBLAST, not %d",
                               (int)p->gemm);
     /* With dp4a products, batches up to 128 tokens ran faster as per-token int8 products than
-     * through the GEMM (H200, 7B: a 16-token prompt 22 ms against 198, 128 tokens 151 against
-     * 219; the GEMM's 128-token tiles leave most of the GPU idle below a few tiles). */
+     * through the GEMM (docs/benchmarks.md): the GEMM's 128-token tiles leave most of the GPU
+     * idle below a few tiles. */
     const int64_t m = p->gemm_min_m ? p->gemm_min_m : cl->tune.dot8 == 2 ? 129 : 8;
     return tern_cl_set_gemm(cl, p->gemm, m, err);
 }

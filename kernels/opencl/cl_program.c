@@ -104,9 +104,9 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
     const int wide = max_wg >= 256 ? 256 : (int)max_wg;
     enum { BIG = 65536 };
     /* NVIDIA: dp4a (f32 products there are bound by the integer instructions that turn levels
-     * into floats), the products' sums by warp shuffles (+5 % on an H200's 7B GEMVs), and
-     * 128 x 128 prefill tiles of 8 x 8 per work-item (22-24 TFLOP/s on an H200 against 18 for
-     * 64 x 64 of 4 x 4). Elsewhere the portable, unmeasured-safe defaults. */
+     * into floats), the products' sums by warp shuffles, and 128 x 128 prefill tiles of 8 x 8
+     * per work-item, each measured faster on an H200 than the portable choice
+     * (docs/benchmarks.md). Elsewhere the portable, unmeasured-safe defaults. */
     const bool nv = tern_cl_nvidia_gpu(&cl->info) && max_wg >= 256 && cl->info.local_mem >= 32768;
     /* opencl.default_products replaces the device's default DOT8 (tests of the fallback on
      * devices whose default is 0; -DDOT8= in opencl.build_options is the user's choice, kept) */

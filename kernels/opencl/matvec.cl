@@ -26,7 +26,8 @@
 #endif
 /* MV_SHFL 1: the work-group's sums by warp shuffles (NVIDIA's shfl.sync through inline PTX, so
  * only where DOT8 is 2, and for work-groups of whole warps), then the warps' sums through local
- * memory: one barrier instead of one per halving (H200: +5 % on the 7B GEMVs). Elsewhere 0. */
+ * memory: one barrier instead of one per halving (faster on an H200: docs/benchmarks.md).
+ * Elsewhere 0. */
 #ifndef MV_SHFL
 #define MV_SHFL 0
 #endif
@@ -87,7 +88,7 @@ static inline void sums_f32(const int type, global const uchar *w, const ulong r
  * scales, m = the launch's token count): the levels times x's levels summed in integers, four
  * bytes per dot4, then scaled once per run. Each run of a piece lies in one block of 32 of x.
  * (Loading two pieces of every row before the arithmetic, for more bytes in flight, measured
- * slower on an H200: 1855 against 2086 GB/s, docs/benchmarks.md.) */
+ * slower on an H200: docs/benchmarks.md.) */
 static inline void sums_x8(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                            const int k, global const uchar *xq, const int row0, float *acc) {
     const int runs = piece_runs(type), words = 8 / runs, n_pieces = k / PIECE;
