@@ -12,12 +12,15 @@
  *    what it has to say outside an error goes to the log callback of tern_context_params;
  *  - parameter structs start from their tern_*_default_params(), which sets struct_size (below).
  *
- * Threads: a tern_model, once loaded, is read-only and may be shared by any number of contexts on
- * any number of threads (tern_model_set_chat_format is the one call that changes it: make it
- * before other threads use the model). A tern_context, tern_sampler or tern_detokenizer is used
- * by one thread at a time (a context runs its own worker threads inside its calls); different
- * ones may be used on different threads at once. The log callback of a context is called on the
- * thread that called into the context, never from its workers.
+ * Threads: a tern_model, once loaded, may be shared by any number of contexts on any number of
+ * threads. Its one changing part, the weights bound to backends that contexts share, is kept
+ * under a lock of its own, so contexts may be created and freed on one model from several threads
+ * at once (tern_model_set_chat_format is the one call that changes the rest: make it before other
+ * threads use the model). A tern_context, tern_sampler or tern_detokenizer is used by one thread
+ * at a time (a context runs its own worker threads inside its calls); different ones may be used
+ * on different threads at once, also when they share an OpenCL device and its weights (each
+ * context has its own queue and kernel objects). A model outlives its contexts. The log callback
+ * of a context is called on the thread that called into the context, never from its workers.
  */
 #ifndef TERN_H
 #define TERN_H
@@ -299,12 +302,19 @@ typedef struct tern_context_info {
     char backend_reason[256]; /* why this backend was chosen */
     int n_threads;
     int64_t n_ctx, n_batch;
-    uint64_t kv_bytes, scratch_bytes, weight_bytes;
+    uint64_t kv_bytes, scratch_bytes, weight_bytes; /* weight_bytes: 0 when the weights are shared (below) */
     uint64_t mem_available; /* bytes, at planning time (0 if unknown) */
     char threads_reason[160];
     /* Units of work handed to the device so far: kernel launches on a GPU, thread-pool jobs on the
      * CPU. Their difference over one decode token shows what the fused ops save. */
     uint64_t launches;
+    /* The weights as the backend reads them are bound once per model and configuration (backend,
+     * device, the settings that change their form: docs/api.md) and shared by every context on
+     * it; weight_bytes above is what this context's memory plan counted of them (0 when shared). */
+    bool weights_shared;          /* found bound by another context: this one uploaded or copied nothing */
+    int weights_users;            /* contexts sharing them now, this one included */
+    uint64_t weights_bound_bytes; /* held beyond the mapped file: uploaded to the device, or copied by
+                                   * cpu_copy_weights (0: read in place from the mapped file) */
 } tern_context_info;
 void tern_context_get_info(const tern_context *ctx, tern_context_info *info);
 
