@@ -26,7 +26,7 @@
 typedef struct job {
     const char *name; /* in the log lines */
     tern_backend_kind backend;
-    const char *cache_dir;     /* OpenCL's program cache, or NULL */
+    const char *cache_dir;      /* OpenCL's program cache, or NULL */
     pthread_barrier_t *created; /* the threads meet here once their contexts exist, or NULL */
     tern_model *model; /* tern_context_create takes a non-const model */
     const char *prompt;
@@ -48,7 +48,7 @@ static tern_context_params settings(const char *name, tern_backend_kind backend,
     tern_context_params cp = tern_context_default_params();
     cp.n_ctx = 128;
     cp.n_threads = 2; /* each context its own pool: two pools at work at once */
-    cp.backend = backend;         /* the OpenCL settings below apply with AUTO or OPENCL */
+    cp.backend = backend;           /* the OpenCL settings below apply with AUTO or OPENCL */
     cp.isa = "auto";                /* TERN_ISA */
     cp.cpu_copy_weights = false;    /* TERN_CPU_COPY_WEIGHTS */
     cp.opencl.library = NULL;       /* TERN_OPENCL_LIBRARY */
@@ -116,7 +116,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s MODEL.gguf PROMPT [cpu|opencl [CACHE_DIR]]\n", argv[0]);
         return 2;
     }
-    const tern_backend_kind backend = argc >= 4 && !strcmp(argv[3], "opencl") ? TERN_BACKEND_OPENCL : TERN_BACKEND_CPU;
+    const tern_backend_kind backend =
+        argc >= 4 && !strcmp(argv[3], "opencl") ? TERN_BACKEND_OPENCL : TERN_BACKEND_CPU;
     const char *cache_dir = argc == 5 ? argv[4] : NULL;
     pthread_barrier_t created;
     if (pthread_barrier_init(&created, NULL, 2) != 0)
@@ -129,12 +130,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "load: %s\n", err.message);
         return 1;
     }
-    job serial = {.name = "main", .backend = backend, .cache_dir = cache_dir, .model = model, .prompt = argv[2]};
-    job jobs[2] = {
-        {.name = "thread 1", .backend = backend, .cache_dir = cache_dir, .created = &created, .model = model,
-         .prompt = argv[2]},
-        {.name = "thread 2", .backend = backend, .cache_dir = cache_dir, .created = &created, .model = model,
-         .prompt = argv[2]}};
+    job serial = {
+        .name = "main", .backend = backend, .cache_dir = cache_dir, .model = model, .prompt = argv[2]};
+    job jobs[2] = {{.name = "thread 1",
+                    .backend = backend,
+                    .cache_dir = cache_dir,
+                    .created = &created,
+                    .model = model,
+                    .prompt = argv[2]},
+                   {.name = "thread 2",
+                    .backend = backend,
+                    .cache_dir = cache_dir,
+                    .created = &created,
+                    .model = model,
+                    .prompt = argv[2]}};
     generate(&serial);
     pthread_t threads[2];
     int started = 0;

@@ -90,7 +90,8 @@ static int choose_threads(const tern_context_params *p, const char *sysroot, int
  * forced fails with the reason instead. */
 static tern_status start_cpu(tern_context *c, int n_threads, const int *cpus, tern_error *err) {
     bool made = false;
-    tern_status st = tern_binding_acquire(c->model, TERN_BACKEND_CPU, &c->params, false, &c->binding, &made, err);
+    tern_status st =
+        tern_binding_acquire(c->model, TERN_BACKEND_CPU, &c->params, false, &c->binding, &made, err);
     if (st == TERN_OK)
         st = tern_backend_cpu_create(n_threads, cpus, c->params.isa, false, &c->backend, err);
     if (st == TERN_OK) {
@@ -153,8 +154,8 @@ static tern_status choose_backend(tern_context *c, int n_threads, const int *cpu
         if (st == TERN_OK)
             st = tern_backend_opencl_attach(c->binding->be, &p->opencl, &c->log, &c->backend, &e);
         if (st == TERN_OK)
-            st = tern_forward_create(c->model, c->backend, &c->binding->w, p->n_ctx, p->n_batch, p->logits_all,
-                                     &c->fwd, &e);
+            st = tern_forward_create(c->model, c->backend, &c->binding->w, p->n_ctx, p->n_batch,
+                                     p->logits_all, &c->fwd, &e);
         c->info.weights_shared = !made;
         if (st == TERN_OK) {
             const char *name = strchr(c->backend->description, '(');
@@ -238,8 +239,9 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
     /* Weights that another context holds already are not counted again: the binding this context
      * would take (either one under auto) exists. */
     const bool gpu_only = p.backend == TERN_BACKEND_AUTO && !p.opencl.any_device;
-    const bool bound = (p.backend != TERN_BACKEND_CPU && tern_binding_exists(m, TERN_BACKEND_OPENCL, &p, gpu_only)) ||
-                       (p.backend != TERN_BACKEND_OPENCL && tern_binding_exists(m, TERN_BACKEND_CPU, &p, false));
+    const bool bound =
+        (p.backend != TERN_BACKEND_CPU && tern_binding_exists(m, TERN_BACKEND_OPENCL, &p, gpu_only)) ||
+        (p.backend != TERN_BACKEND_OPENCL && tern_binding_exists(m, TERN_BACKEND_CPU, &p, false));
     tern_memory_plan plan;
     tern_model_plan_memory_for(m, p.n_ctx, p.n_batch, p.logits_all, bound, &plan);
     if (!plan.fits && !p.force) {

@@ -16,18 +16,20 @@ static bool same_text(const char *a, const char *b) {
     return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
-static bool same_config(const tern_binding *b, tern_backend_kind kind, const tern_context_params *p, bool gpu_only) {
+static bool same_config(const tern_binding *b, tern_backend_kind kind, const tern_context_params *p,
+                        bool gpu_only) {
     if (b->kind != kind)
         return false;
     if (kind == TERN_BACKEND_CPU)
         return b->copy_weights == p->cpu_copy_weights;
     const tern_opencl_params *o = &p->opencl;
-    return b->device == p->device && (p->device >= 0 || b->gpu_only == gpu_only) && same_text(b->library, o->library) &&
-           same_text(b->build_options, o->build_options) && b->mma == o->mma &&
-           b->products == o->default_products && b->split_bytes == o->split_bytes;
+    return b->device == p->device && (p->device >= 0 || b->gpu_only == gpu_only) &&
+           same_text(b->library, o->library) && same_text(b->build_options, o->build_options) &&
+           b->mma == o->mma && b->products == o->default_products && b->split_bytes == o->split_bytes;
 }
 
-static tern_binding *find(tern_model *m, tern_backend_kind kind, const tern_context_params *p, bool gpu_only) {
+static tern_binding *find(tern_model *m, tern_backend_kind kind, const tern_context_params *p,
+                          bool gpu_only) {
     for (tern_binding *b = m->bindings; b; b = b->next)
         if (same_config(b, kind, p, gpu_only))
             return b;

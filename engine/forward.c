@@ -51,22 +51,24 @@ uint64_t tern_forward_scratch_bytes(const tern_hparams *hp, int64_t n_batch, boo
     return floats * 4 + act;
 }
 
-static tern_status make_weight(tern_backend *be, const tern_gguf_tensor *t, tern_weight **out, tern_error *err) {
+static tern_status make_weight(tern_backend *be, const tern_gguf_tensor *t, tern_weight **out,
+                               tern_error *err) {
     *out = NULL;
     if (!t)
         return TERN_OK;
     return be->ops->weight_create(be, t, out, err);
 }
 
-tern_status tern_weight_set_create(const tern_model *m, tern_backend *be, tern_weight_set *w, tern_error *err) {
+tern_status tern_weight_set_create(const tern_model *m, tern_backend *be, tern_weight_set *w,
+                                   tern_error *err) {
     memset(w, 0, sizeof *w);
     tern_status st = TERN_OK;
     if (!(w->layers = calloc((size_t)m->hp.n_layer, sizeof *w->layers))) {
         st = tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
         goto fail;
     }
-#define W(dst, src)                                                                                               \
-    if ((st = make_weight(be, (src), &(dst), err)) != TERN_OK)                                                    \
+#define W(dst, src)                                                                                          \
+    if ((st = make_weight(be, (src), &(dst), err)) != TERN_OK)                                               \
         goto fail;
     W(w->token_embd, m->w.token_embd);
     W(w->output_norm, m->w.output_norm);
@@ -128,8 +130,9 @@ static tern_status make_buf(tern_forward *f, int64_t rows, int64_t width, tern_b
     return f->be->ops->buf_create(f->be, rows * width, out, err);
 }
 
-tern_status tern_forward_create(const tern_model *m, tern_backend *be, const tern_weight_set *w, int64_t n_ctx,
-                                int64_t n_batch, bool logits_all, tern_forward **out, tern_error *err) {
+tern_status tern_forward_create(const tern_model *m, tern_backend *be, const tern_weight_set *w,
+                                int64_t n_ctx, int64_t n_batch, bool logits_all, tern_forward **out,
+                                tern_error *err) {
     const tern_hparams *hp = &m->hp;
     if (n_ctx < 1 || n_batch < 1)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "context %lld and batch %lld must be >= 1",

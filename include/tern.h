@@ -208,7 +208,7 @@ tern_status tern_chat_tokenize(const tern_model *model, const tern_chat_message 
                                tern_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Contexts: a KV cache, a backend and the scratch to run the model.                            */
+/* Contexts: a KV cache, a backend and the scratch to run the model (the weights are the model's). */
 
 typedef struct tern_context tern_context;
 
@@ -290,8 +290,11 @@ typedef struct tern_context_params {
 
 tern_context_params tern_context_default_params(void);
 
-/* Plans memory (weights + KV + scratch against MemAvailable), picks the backend and threads,
- * allocates everything. Over the plan: TERN_ERR_NOMEM with the numbers and the fix. */
+/* Plans memory (weights + KV + scratch against MemAvailable; weights another context of the model
+ * holds already in the form this one reads are not counted again), picks the backend and threads,
+ * binds the weights to the backend or shares the model's binding of them (docs/api.md, "Contexts
+ * sharing weights"), allocates the rest. Over the plan: TERN_ERR_NOMEM with the numbers and the
+ * fix. Safe to call on one model from several threads at once. */
 tern_status tern_context_create(tern_model *model, const tern_context_params *params, tern_context **out,
                                 tern_error *err);
 void tern_context_free(tern_context *ctx);

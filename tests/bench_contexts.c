@@ -82,10 +82,10 @@ int main(int argc, char **argv) {
                info.weights_shared ? "shared" : "bound here", (double)info.weights_bound_bytes / (1 << 20));
     }
     if (rc == 0)
-        printf("logits identical: %s\n",
-               memcmp(tern_get_logits(c[0]), tern_get_logits(c[1]), (size_t)tern_model_n_vocab(m) * sizeof(float))
-                   ? "no"
-                   : "yes");
+        printf("logits identical: %s\n", memcmp(tern_get_logits(c[0]), tern_get_logits(c[1]),
+                                                (size_t)tern_model_n_vocab(m) * sizeof(float))
+                                             ? "no"
+                                             : "yes");
     tern_context_free(c[0]);
     tern_context_free(c[1]);
     tern_model_free(m);

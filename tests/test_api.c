@@ -233,7 +233,8 @@ static void test_contexts_share_weights(void **state) {
     }
 
     /* cpu_copy_weights changes the weights' form: a binding of its own, shared in turn */
-    tern_context *plain = cpu_context(m, false), *copied = cpu_context(m, true), *copied2 = cpu_context(m, true);
+    tern_context *plain = cpu_context(m, false), *copied = cpu_context(m, true),
+                 *copied2 = cpu_context(m, true);
     tern_context_info ip, ic, ic2;
     tern_context_get_info(plain, &ip);
     tern_context_get_info(copied, &ic);

@@ -412,7 +412,8 @@ tern_status tern_cl_create(int index, const tern_opencl_params *params, const te
                             tern_cl_status_name(rc));
         goto fail;
     }
-    if ((st = make_queue(cl, p->profile, err)) != TERN_OK || (st = tern_cl_build_program(cl, p, err)) != TERN_OK ||
+    if ((st = make_queue(cl, p->profile, err)) != TERN_OK ||
+        (st = tern_cl_build_program(cl, p, err)) != TERN_OK ||
         (st = finish_handle(cl, p, true, err)) != TERN_OK)
         goto fail;
     *out = cl;
