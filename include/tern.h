@@ -281,7 +281,8 @@ typedef struct tern_context_params {
     const volatile int *abort_flag; /* when non-zero, evaluation stops between batches */
     /* The CPU backend copies each weight matrix of 1 MiB or more out of the mapped file into
      * 2 MiB-aligned anonymous memory (transparent huge pages): twice the memory, faster decode
-     * where the file's pages are small (docs/threads.md). */
+     * where the file's pages are small (docs/threads.md). Once per model: the contexts on it that
+     * ask for it share the copies. */
     bool cpu_copy_weights;
     tern_opencl_params opencl;
     tern_log_fn log_fn; /* NULL: the library says nothing */
