@@ -159,8 +159,9 @@ static tern_status choose_backend(tern_context *c, int n_threads, const int *cpu
         c->info.weights_shared = !made;
         if (st == TERN_OK) {
             const char *name = strchr(c->backend->description, '(');
-            snprintf(reason, cap, "%s: %.*s passed the self-test", forced ? "requested" : "auto",
-                     name ? device_name_len(name + 1) : 6, name ? name + 1 : "OpenCL");
+            snprintf(reason, cap, "%s: %.*s passed the self-test%s", forced ? "requested" : "auto",
+                     name ? device_name_len(name + 1) : 6, name ? name + 1 : "OpenCL",
+                     made ? "" : " (for another context: this one shares its device and weights)");
             if (!forced && !(c->history = malloc((size_t)p->n_ctx * sizeof(int32_t)))) {
                 stop_backend(c);
                 return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");

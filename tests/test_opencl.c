@@ -1245,6 +1245,8 @@ static void test_context_shared_weights(void **state) {
         assert_true(i1.weights_bound_bytes >= tern_gguf_file_size(m->gguf) / 2); /* on the device, once */
         assert_int_equal(i1.weights_bound_bytes, i0.weights_bound_bytes);
         assert_string_equal(i0.backend, i1.backend);
+        assert_null(strstr(i0.backend_reason, "shares its device"));
+        assert_non_null(strstr(i1.backend_reason, "shares its device and weights"));
         pthread_t threads[2];
         for (int i = 0; i < 2; i++)
             assert_int_equal(pthread_create(&threads[i], NULL, run_share_prompt, &runs[i]), 0);
