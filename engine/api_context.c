@@ -143,7 +143,9 @@ static tern_status choose_backend(tern_context *c, int n_threads, const int *cpu
         const bool forced = p->backend == TERN_BACKEND_OPENCL;
         tern_error e = {0};
         const bool gpu_only = !forced && !p->opencl.any_device;
-        st = gpu_only && p->device < 0 && !gpu_signs(c->model->sysroot)
+        /* no probe where another context's binding found a GPU already */
+        st = gpu_only && p->device < 0 && !gpu_signs(c->model->sysroot) &&
+                     !tern_binding_exists(c->model, TERN_BACKEND_OPENCL, p, gpu_only)
                  ? tern_backend_opencl_probe_gpu(p->opencl.library, &e)
                  : TERN_OK;
         /* the device and the weights on it: opened, self-tested and uploaded by the first context
