@@ -5,12 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/binding.h"
 #include "engine/forward.h"
 #include "base/params.h"
 #include "platform/sysinfo.h"
 
 struct tern_context {
     tern_model *model;
+    tern_binding *binding; /* the weights this context reads, shared with others on its configuration */
     tern_backend *backend;
     tern_forward *fwd;
     tern_context_params params;
@@ -87,20 +89,30 @@ static int choose_threads(const tern_context_params *p, const char *sysroot, int
  * the self-test (opencl.any_device admits CPU-type ones), else the CPU with the reason; "opencl"
  * forced fails with the reason instead. */
 static tern_status start_cpu(tern_context *c, int n_threads, const int *cpus, tern_error *err) {
+    bool made = false;
     tern_status st =
-        tern_backend_cpu_create(n_threads, cpus, c->params.isa, c->params.cpu_copy_weights, &c->backend, err);
+        tern_binding_acquire(c->model, TERN_BACKEND_CPU, &c->params, false, &c->binding, &made, err);
     if (st == TERN_OK)
-        st = tern_forward_create(c->model, c->backend, c->params.n_ctx, c->params.n_batch, c->params.logits_all,
-                                 &c->fwd, err);
+        st = tern_backend_cpu_create(n_threads, cpus, c->params.isa, false, &c->backend, err);
+    if (st == TERN_OK) {
+        tern_backend_cpu_note_copied(c->backend, c->binding->bytes);
+        st = tern_forward_create(c->model, c->backend, &c->binding->w, c->params.n_ctx, c->params.n_batch,
+                                 c->params.logits_all, &c->fwd, err);
+    }
+    c->info.weights_shared = !made;
     return st;
 }
 
+/* The forward pass and the backend, then this context's hold on its weights' binding (the last
+ * context to let go frees it). */
 static void stop_backend(tern_context *c) {
     tern_forward_free(c->fwd);
     if (c->backend)
         c->backend->ops->destroy(c->backend);
+    tern_binding_release(c->model, c->binding);
     c->fwd = NULL;
     c->backend = NULL;
+    c->binding = NULL;
 }
 
 /* A GPU device node (tern_sysinfo_gpu) says a GPU driver is likely to be used, so auto loads
@@ -131,17 +143,27 @@ static tern_status choose_backend(tern_context *c, int n_threads, const int *cpu
         const bool forced = p->backend == TERN_BACKEND_OPENCL;
         tern_error e = {0};
         const bool gpu_only = !forced && !p->opencl.any_device;
-        st = gpu_only && p->device < 0 && !gpu_signs(c->model->sysroot)
+        /* no probe where another context's binding found a GPU already */
+        st = gpu_only && p->device < 0 && !gpu_signs(c->model->sysroot) &&
+                     !tern_binding_exists(c->model, TERN_BACKEND_OPENCL, p, gpu_only)
                  ? tern_backend_opencl_probe_gpu(p->opencl.library, &e)
                  : TERN_OK;
+        /* the device and the weights on it: opened, self-tested and uploaded by the first context
+         * of this configuration, attached to by the others */
+        bool made = false;
         if (st == TERN_OK)
-            st = tern_backend_opencl_create(p->device, gpu_only, &p->opencl, &c->log, &c->backend, &e);
+            st = tern_binding_acquire(c->model, TERN_BACKEND_OPENCL, p, gpu_only, &c->binding, &made, &e);
         if (st == TERN_OK)
-            st = tern_forward_create(c->model, c->backend, p->n_ctx, p->n_batch, p->logits_all, &c->fwd, &e);
+            st = tern_backend_opencl_attach(c->binding->be, &p->opencl, &c->log, &c->backend, &e);
+        if (st == TERN_OK)
+            st = tern_forward_create(c->model, c->backend, &c->binding->w, p->n_ctx, p->n_batch,
+                                     p->logits_all, &c->fwd, &e);
+        c->info.weights_shared = !made;
         if (st == TERN_OK) {
             const char *name = strchr(c->backend->description, '(');
-            snprintf(reason, cap, "%s: %.*s passed the self-test", forced ? "requested" : "auto",
-                     name ? device_name_len(name + 1) : 6, name ? name + 1 : "OpenCL");
+            snprintf(reason, cap, "%s: %.*s passed the self-test%s", forced ? "requested" : "auto",
+                     name ? device_name_len(name + 1) : 6, name ? name + 1 : "OpenCL",
+                     made ? "" : " (for another context: this one shares its device and weights)");
             if (!forced && !(c->history = malloc((size_t)p->n_ctx * sizeof(int32_t)))) {
                 stop_backend(c);
                 return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
@@ -217,13 +239,22 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
     if (p.n_batch > p.n_ctx)
         p.n_batch = p.n_ctx;
 
+    /* Weights that another context holds already are not counted again: the binding this context
+     * would take (either one under auto) exists. */
+    const bool gpu_only = p.backend == TERN_BACKEND_AUTO && !p.opencl.any_device;
+    const bool bound =
+        (p.backend != TERN_BACKEND_CPU && tern_binding_exists(m, TERN_BACKEND_OPENCL, &p, gpu_only)) ||
+        (p.backend != TERN_BACKEND_OPENCL && tern_binding_exists(m, TERN_BACKEND_CPU, &p, false));
     tern_memory_plan plan;
-    tern_model_plan_memory_for(m, p.n_ctx, p.n_batch, p.logits_all, &plan);
+    tern_model_plan_memory_for(m, p.n_ctx, p.n_batch, p.logits_all, bound, &plan);
     if (!plan.fits && !p.force) {
         char need[32], have[32], w[32], kv[32];
         format_bytes(plan.total, need, sizeof need);
         format_bytes(plan.available, have, sizeof have);
-        format_bytes(plan.weights, w, sizeof w);
+        if (bound)
+            snprintf(w, sizeof w, "shared");
+        else
+            format_bytes(plan.weights, w, sizeof w);
         format_bytes(plan.kv_cache, kv, sizeof kv);
         char fix[96];
         if (plan.max_ctx_fit > 0)
@@ -293,9 +324,7 @@ fail:
 void tern_context_free(tern_context *c) {
     if (!c)
         return;
-    tern_forward_free(c->fwd);
-    if (c->backend)
-        c->backend->ops->destroy(c->backend);
+    stop_backend(c);
     free(c->logits);
     free(c->history);
     free(c);
@@ -308,6 +337,10 @@ void tern_context_get_info(const tern_context *c, tern_context_info *info) {
     info->struct_size = sizeof *info;
     if (c && c->backend && c->backend->ops->launches)
         info->launches = c->backend->ops->launches(c->backend);
+    if (c && c->binding) {
+        info->weights_bound_bytes = c->binding->bytes;
+        info->weights_users = tern_binding_users(c->model, c->binding);
+    }
 }
 
 tern_status tern_eval(tern_context *c, const int32_t *tokens, size_t n, tern_error *err) {

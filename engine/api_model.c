@@ -187,6 +187,16 @@ static tern_status load_from(tern_model *m, const char *label, int64_t t0, tern_
     return TERN_OK;
 }
 
+/* A new model, empty but for the lock of its bindings (engine/binding.h). */
+static tern_model *model_alloc(void) {
+    tern_model *m = calloc(1, sizeof *m);
+    if (m && pthread_mutex_init(&m->bind_lock, NULL) != 0) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
 tern_model_params tern_model_default_params(void) {
     return (tern_model_params){.struct_size = sizeof(tern_model_params)};
 }
@@ -211,9 +221,9 @@ tern_status tern_model_load_with_params(const char *path, const tern_model_param
     if (st != TERN_OK)
         return st;
     int64_t t0 = now_us();
-    tern_model *m = calloc(1, sizeof *m);
+    tern_model *m = model_alloc();
     if (!m || (p.sysroot && !(m->sysroot = strdup(p.sysroot)))) {
-        free(m);
+        tern_model_free(m);
         return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
     }
     snprintf(m->path, sizeof m->path, "%s", path);
@@ -231,7 +241,7 @@ tern_status tern_model_load_memory(const void *data, size_t size, const char *na
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_model_load_memory: data and out are required");
     *out = NULL;
     int64_t t0 = now_us();
-    tern_model *m = calloc(1, sizeof *m);
+    tern_model *m = model_alloc();
     if (!m)
         return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
     const char *label = name ? name : "(memory)";
@@ -252,6 +262,8 @@ void tern_model_free(tern_model *m) {
     tern_gguf_free(m->gguf);
     free((void *)m->chat_template);
     free(m->sysroot);
+    /* Bindings go with their last context, and contexts before their model (tern.h): none is left. */
+    pthread_mutex_destroy(&m->bind_lock);
     free(m);
 }
 
@@ -303,11 +315,11 @@ void tern_model_get_info(const tern_model *m, tern_model_info *info) {
 #define DEFAULT_BATCH 512
 
 void tern_model_plan_memory(const tern_model *m, int64_t n_ctx, int64_t n_batch, tern_memory_plan *plan) {
-    tern_model_plan_memory_for(m, n_ctx, n_batch, false, plan);
+    tern_model_plan_memory_for(m, n_ctx, n_batch, false, false, plan);
 }
 
 void tern_model_plan_memory_for(const tern_model *m, int64_t n_ctx, int64_t n_batch, bool logits_all,
-                                tern_memory_plan *plan) {
+                                bool weights_bound, tern_memory_plan *plan) {
     if (!plan)
         return;
     memset(plan, 0, sizeof *plan);
@@ -321,7 +333,7 @@ void tern_model_plan_memory_for(const tern_model *m, int64_t n_ctx, int64_t n_ba
         n_batch = n_ctx;
     plan->n_ctx = n_ctx;
     plan->n_batch = n_batch;
-    plan->weights = m->weight_bytes;
+    plan->weights = weights_bound ? 0 : m->weight_bytes;
     /* Byte counts are exact up to the largest context a context may have; beyond it they would
      * wrap, so they saturate and the plan never fits (a context that large is refused anyway). */
     const bool beyond = n_ctx > TERN_MAX_CONTEXT;

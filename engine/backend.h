@@ -82,7 +82,9 @@ typedef struct tern_backend_ops {
     bool quantizes_activations;
     void (*destroy)(tern_backend *be);
 
-    /* Weights: make a backend handle for a tensor of the mapped file. */
+    /* Weights: make a backend handle for a tensor of the mapped file. A context's weights are made
+     * once per model and configuration by the backend of a binding (engine/binding.h) and read
+     * by every backend sharing them; a handle is freed by the backend that made it. */
     tern_status (*weight_create)(tern_backend *be, const tern_gguf_tensor *t, tern_weight **out, tern_error *err);
     void (*weight_free)(tern_backend *be, tern_weight *w);
     /* Activations and the KV cache. */
@@ -156,6 +158,10 @@ struct tern_backend {
 tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *isa, bool copy_weights,
                                     tern_backend **out, tern_error *err);
 
+/* Says in a CPU backend's description that its weights were copied to huge pages (bytes of them)
+ * by the backend that bound them for its context (engine/binding.h), as that one's says. */
+void tern_backend_cpu_note_copied(tern_backend *be, uint64_t bytes);
+
 /* The OpenCL backend (kernels/opencl/, docs/opencl.md) on OpenCL device `device` (an index of
  * `tern info --devices`), or with device < 0 on the first device that qualifies (a GPU when
  * gpu_only, else any usable device) and passes the self-test: a small Q4_K product compared with
@@ -163,6 +169,14 @@ tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *
  * Fails with TERN_ERR_BACKEND and the reason: no runtime, no platform, no GPU, a build error, a
  * failed self-test. */
 tern_status tern_backend_opencl_create(int device, bool gpu_only, const tern_opencl_params *params,
+                                       const tern_logger *log, tern_backend **out, tern_error *err);
+
+/* A backend on the device of `device` (made by tern_backend_opencl_create), reading the weights
+ * uploaded through it (weight handles of `device` are valid here), with its own queue, kernel
+ * objects, activations, KV cache, launch count and profile (tern_cl_attach): one per context, so
+ * contexts on different threads share the device and its weights. No self-test: `device` passed
+ * it. `device` must outlive it. */
+tern_status tern_backend_opencl_attach(const tern_backend *device, const tern_opencl_params *params,
                                        const tern_logger *log, tern_backend **out, tern_error *err);
 
 /* Whether an OpenCL GPU that qualifies is listed (TERN_OK), else the reason, asked in a child

@@ -140,6 +140,11 @@ static void copy_weight(cpu_backend *c, tern_weight *w) {
     describe(c);
 }
 
+void tern_backend_cpu_note_copied(tern_backend *be, uint64_t bytes) {
+    cpu(be)->weights_copied = bytes;
+    describe(cpu(be));
+}
+
 static tern_status cpu_weight_create(tern_backend *be, const tern_gguf_tensor *t, tern_weight **out,
                                      tern_error *err) {
     tern_weight *w = calloc(1, sizeof *w);

@@ -11,7 +11,9 @@
  * filled 256 positions at a time as the context grows.
  *
  * Creation runs a self-test: a small Q4_K product, one token and a batch, compared with the CPU
- * reference kernels; a device that fails it is not used.
+ * reference kernels; a device that fails it is not used. The backend so made holds the device
+ * and the weights uploaded through it (a model's binding, engine/binding.c); each context runs
+ * on a backend attached to it, with a queue and kernel objects of its own.
  */
 #include <errno.h>
 #include <math.h>
@@ -562,6 +564,24 @@ static tern_status create_on(int device, const tern_opencl_params *params, const
         snprintf(prefill, sizeof prefill, ", tensor cores %.100s", mma);
     snprintf(b->base.description, sizeof b->base.description, "opencl (%s), %s decode products%s",
              tern_cl_device(b->cl)->name, tern_cl_products_name(b->cl), prefill);
+    *out = &b->base;
+    return TERN_OK;
+}
+
+tern_status tern_backend_opencl_attach(const tern_backend *device, const tern_opencl_params *params,
+                                       const tern_logger *log, tern_backend **out, tern_error *err) {
+    *out = NULL;
+    TERN_ASSERT(device->ops == &ocl_ops);
+    ocl_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    b->base.ops = &ocl_ops;
+    tern_status st = tern_cl_attach(((const ocl_backend *)device)->cl, params, log, &b->cl, err);
+    if (st != TERN_OK) {
+        free(b);
+        return st;
+    }
+    memcpy(b->base.description, device->description, sizeof b->base.description);
     *out = &b->base;
     return TERN_OK;
 }

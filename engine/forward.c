@@ -51,51 +51,36 @@ uint64_t tern_forward_scratch_bytes(const tern_hparams *hp, int64_t n_batch, boo
     return floats * 4 + act;
 }
 
-static tern_status make_weight(tern_forward *f, const tern_gguf_tensor *t, tern_weight **out, tern_error *err) {
+static tern_status make_weight(tern_backend *be, const tern_gguf_tensor *t, tern_weight **out,
+                               tern_error *err) {
     *out = NULL;
     if (!t)
         return TERN_OK;
-    return f->be->ops->weight_create(f->be, t, out, err);
+    return be->ops->weight_create(be, t, out, err);
 }
 
-static tern_status make_buf(tern_forward *f, int64_t rows, int64_t width, tern_buf **out, tern_error *err) {
-    return f->be->ops->buf_create(f->be, rows * width, out, err);
-}
-
-tern_status tern_forward_create(const tern_model *m, tern_backend *be, int64_t n_ctx, int64_t n_batch,
-                                bool logits_all, tern_forward **out, tern_error *err) {
-    const tern_hparams *hp = &m->hp;
-    if (n_ctx < 1 || n_batch < 1)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "context %lld and batch %lld must be >= 1",
-                              (long long)n_ctx, (long long)n_batch);
-    tern_forward *f = calloc(1, sizeof *f);
-    if (!f)
-        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
-    f->model = m;
-    f->be = be;
-    f->n_ctx = n_ctx;
-    f->n_batch = n_batch;
-    f->logits_all = logits_all;
+tern_status tern_weight_set_create(const tern_model *m, tern_backend *be, tern_weight_set *w,
+                                   tern_error *err) {
+    memset(w, 0, sizeof *w);
     tern_status st = TERN_OK;
-    f->layers = calloc((size_t)hp->n_layer, sizeof *f->layers);
-    if (!f->layers) {
+    if (!(w->layers = calloc((size_t)m->hp.n_layer, sizeof *w->layers))) {
         st = tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
         goto fail;
     }
-#define W(dst, src)                                                                                               \
-    if ((st = make_weight(f, (src), &(dst), err)) != TERN_OK)                                                     \
+#define W(dst, src)                                                                                          \
+    if ((st = make_weight(be, (src), &(dst), err)) != TERN_OK)                                               \
         goto fail;
-    W(f->token_embd, m->w.token_embd);
-    W(f->output_norm, m->w.output_norm);
+    W(w->token_embd, m->w.token_embd);
+    W(w->output_norm, m->w.output_norm);
     if (m->w.tied_output)
-        f->output = f->token_embd;
+        w->output = w->token_embd;
     else
-        W(f->output, m->w.output);
-    W(f->output_bias, m->w.output_bias);
-    W(f->rope_freqs, m->w.rope_freqs);
-    for (int64_t il = 0; il < hp->n_layer; il++) {
+        W(w->output, m->w.output);
+    W(w->output_bias, m->w.output_bias);
+    W(w->rope_freqs, m->w.rope_freqs);
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const tern_layer_weights *L = &m->w.layers[il];
-        tern_layer_handles *H = &f->layers[il];
+        tern_layer_handles *H = &w->layers[il];
         W(H->attn_norm, L->attn_norm);
         W(H->wq, L->wq);
         W(H->wk, L->wk);
@@ -115,6 +100,53 @@ tern_status tern_forward_create(const tern_model *m, tern_backend *be, int64_t n
         W(H->post_ffw_norm, L->post_ffw_norm);
     }
 #undef W
+    return TERN_OK;
+fail:
+    tern_weight_set_free(m, be, w);
+    return st;
+}
+
+void tern_weight_set_free(const tern_model *m, tern_backend *be, tern_weight_set *w) {
+    const tern_backend_ops *ops = be->ops;
+    tern_weight *singles[] = {w->token_embd, w->output_norm, w->output == w->token_embd ? NULL : w->output,
+                              w->output_bias, w->rope_freqs};
+    for (size_t i = 0; i < sizeof singles / sizeof singles[0]; i++)
+        if (singles[i])
+            ops->weight_free(be, singles[i]);
+    if (w->layers) {
+        for (int64_t il = 0; il < m->hp.n_layer; il++) {
+            /* The handle struct is a flat list of weight pointers. */
+            tern_weight **p = (tern_weight **)&w->layers[il];
+            for (size_t j = 0; j < sizeof(tern_layer_handles) / sizeof(tern_weight *); j++)
+                if (p[j])
+                    ops->weight_free(be, p[j]);
+        }
+    }
+    free(w->layers);
+    memset(w, 0, sizeof *w);
+}
+
+static tern_status make_buf(tern_forward *f, int64_t rows, int64_t width, tern_buf **out, tern_error *err) {
+    return f->be->ops->buf_create(f->be, rows * width, out, err);
+}
+
+tern_status tern_forward_create(const tern_model *m, tern_backend *be, const tern_weight_set *w,
+                                int64_t n_ctx, int64_t n_batch, bool logits_all, tern_forward **out,
+                                tern_error *err) {
+    const tern_hparams *hp = &m->hp;
+    if (n_ctx < 1 || n_batch < 1)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "context %lld and batch %lld must be >= 1",
+                              (long long)n_ctx, (long long)n_batch);
+    tern_forward *f = calloc(1, sizeof *f);
+    if (!f)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    f->model = m;
+    f->be = be;
+    f->w = w;
+    f->n_ctx = n_ctx;
+    f->n_batch = n_batch;
+    f->logits_all = logits_all;
+    tern_status st = TERN_OK;
     const int64_t E = hp->n_embd, B = n_batch;
 #define BUF(dst, width)                                                                                           \
     if ((st = make_buf(f, B, (width), &(dst), err)) != TERN_OK)                                                   \
@@ -150,25 +182,10 @@ void tern_forward_free(tern_forward *f) {
     if (!f)
         return;
     const tern_backend_ops *ops = f->be->ops;
-    tern_weight *singles[] = {f->token_embd, f->output_norm, f->output == f->token_embd ? NULL : f->output,
-                              f->output_bias, f->rope_freqs};
-    for (size_t i = 0; i < sizeof singles / sizeof singles[0]; i++)
-        if (singles[i])
-            ops->weight_free(f->be, singles[i]);
-    if (f->layers) {
-        for (int64_t il = 0; il < f->model->hp.n_layer; il++) {
-            /* The handle struct is a flat list of weight pointers. */
-            tern_weight **p = (tern_weight **)&f->layers[il];
-            for (size_t j = 0; j < sizeof(tern_layer_handles) / sizeof(tern_weight *); j++)
-                if (p[j])
-                    ops->weight_free(f->be, p[j]);
-        }
-    }
     tern_buf *bufs[] = {f->x, f->xn, f->q, f->k, f->v, f->attn, f->tmp, f->gate, f->up, f->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             ops->buf_free(f->be, bufs[i]);
-    free(f->layers);
     free(f->host_check);
     free(f);
 }
@@ -252,10 +269,10 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
     const int64_t E = hp->n_embd;
     tern_status st;
 
-    o->get_rows(be, f->token_embd, tokens, n, hp->embd_scale, f->x);
-    o->rmsnorm(be, f->x, f->layers[0].attn_norm, n, hp->rms_eps, f->xn);
+    o->get_rows(be, f->w->token_embd, tokens, n, hp->embd_scale, f->x);
+    o->rmsnorm(be, f->x, f->w->layers[0].attn_norm, n, hp->rms_eps, f->xn);
     for (int64_t il = 0; il < hp->n_layer; il++) {
-        const tern_layer_handles *L = &f->layers[il];
+        const tern_layer_handles *L = &f->w->layers[il];
         const bool local = layer_is_local(hp, il);
 
         const tern_weight *qkv[3] = {L->wq, L->wk, L->wv};
@@ -278,7 +295,7 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
                      .base = local ? hp->rope_base_local : hp->rope_base,
                      .freq_scale = local ? 1.0f : hp->rope_freq_scale,
                      .neox = hp->rope_neox,
-                     .freq_factors = f->rope_freqs},
+                     .freq_factors = f->w->rope_freqs},
             .layer = (int)il,
             .n_head_kv = hp->n_head_kv,
             .q_norm = L->q_norm,
@@ -322,7 +339,7 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             return st;
         /* the next layer's input norm, or after the last layer the output norm */
         res.branch_norm = L->post_ffw_norm;
-        res.next_norm = il + 1 < hp->n_layer ? f->layers[il + 1].attn_norm : f->output_norm;
+        res.next_norm = il + 1 < hp->n_layer ? f->w->layers[il + 1].attn_norm : f->w->output_norm;
         tern_be_residual(be, f->tmp, &res, n, f->x, f->xn);
         if (f->check_numerics && (st = check_finite(f, f->x, n * E, "the residual stream", il, err)) != TERN_OK)
             return st;
@@ -343,9 +360,9 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
     if (o->quantizes_activations &&
         (st = check_finite(f, head_in, rows * E, "the output head's input", -1, err)) != TERN_OK)
         return st;
-    o->matmul(be, f->output, head_in, rows, f->logits);
-    if (f->output_bias)
-        o->add_bias(be, f->output_bias, rows, f->logits);
+    o->matmul(be, f->w->output, head_in, rows, f->logits);
+    if (f->w->output_bias)
+        o->add_bias(be, f->w->output_bias, rows, f->logits);
     if (hp->logit_scale != 1.0f || hp->final_softcap > 0) /* granite's scale, gemma2's cap */
         o->softcap(be, f->logits, rows * hp->n_vocab, hp->logit_scale, hp->final_softcap);
     st = o->read(be, f->logits, 0, rows * hp->n_vocab, logits, err);

@@ -12,16 +12,29 @@ typedef struct tern_layer_handles {
     tern_weight *ffn_norm, *ffn_gate, *ffn_up, *ffn_down, *post_ffw_norm;
 } tern_layer_handles;
 
+/* A backend's handles of every weight the forward pass reads. Made once per binding of a model
+ * (engine/binding.c) by the binding's backend, and read by every forward pass on a backend that
+ * shares its weights: the CPU's, or those attached to the same OpenCL device. */
+typedef struct tern_weight_set {
+    tern_weight *token_embd, *output_norm, *output, *output_bias,
+        *rope_freqs;            /* output: token_embd when tied */
+    tern_layer_handles *layers; /* n_layer entries */
+} tern_weight_set;
+
+/* Makes the handles of m's weights through be (uploads, copies); on failure nothing is left. */
+tern_status tern_weight_set_create(const tern_model *m, tern_backend *be, tern_weight_set *w,
+                                   tern_error *err);
+/* Frees what tern_weight_set_create made, through the same backend. */
+void tern_weight_set_free(const tern_model *m, tern_backend *be, tern_weight_set *w);
+
 typedef struct tern_forward {
     const tern_model *model;
     tern_backend *be;
+    const tern_weight_set *w; /* the binding's: not freed with the forward pass */
     int64_t n_ctx;
     int64_t n_batch;
     bool logits_all; /* keep logits of every batch position (perplexity, tests) */
     bool check_numerics;
-
-    tern_weight *token_embd, *output_norm, *output, *output_bias, *rope_freqs;
-    tern_layer_handles *layers;
 
     /* Activations, n_batch rows each. */
     tern_buf *x, *xn, *q, *k, *v, *attn, *tmp, *gate, *up, *logits;
@@ -33,8 +46,11 @@ uint64_t tern_forward_scratch_bytes(const tern_hparams *hp, int64_t n_batch, boo
 /* Bytes of the FP16 KV cache: 2 (K and V) * n_layer * n_ctx * n_head_kv * head_dim * 2 bytes. */
 uint64_t tern_kv_cache_bytes(const tern_hparams *hp, int64_t n_ctx);
 
-tern_status tern_forward_create(const tern_model *m, tern_backend *be, int64_t n_ctx, int64_t n_batch,
-                                bool logits_all, tern_forward **out, tern_error *err);
+/* A forward pass on be over the weight handles w (made by be or by the backend be shares them with),
+ * which must outlive it; allocates the activations and the KV cache. */
+tern_status tern_forward_create(const tern_model *m, tern_backend *be, const tern_weight_set *w,
+                                int64_t n_ctx, int64_t n_batch, bool logits_all, tern_forward **out,
+                                tern_error *err);
 void tern_forward_free(tern_forward *f);
 
 /* Run n tokens (<= n_batch) at positions pos0.. and copy logits to `logits`: n_vocab floats of the

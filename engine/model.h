@@ -5,6 +5,7 @@
 #ifndef TERN_ENGINE_MODEL_H
 #define TERN_ENGINE_MODEL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -113,6 +114,11 @@ struct tern_model {
     char tokenizer_desc[64];   /* "llama", "gpt2 (smollm)" */
     char features[256];        /* tern_hparams_features */
     char *sysroot;             /* tern_model_params.sysroot (a copy), or NULL for "/" */
+    /* The weights bound to backends, one per configuration, shared by the contexts on it
+     * (engine/binding.h): the one part of a loaded model that changes, under bind_lock. */
+    pthread_mutex_t bind_lock;
+    struct tern_binding *bindings;
+    uint64_t bindings_made; /* every binding made so far: each uploaded or copied the weights once */
 };
 typedef struct tern_model tern_model;
 
@@ -122,9 +128,11 @@ tern_status tern_model_load_memory(const void *data, size_t size, const char *na
                                    tern_error *err);
 
 /* tern_model_plan_memory for a context that keeps every position's logits or not (its scratch):
- * the one memory plan, used by that call (logits_all false) and by tern_context_create. */
+ * the one memory plan, used by that call (logits_all false) and by tern_context_create. With
+ * weights_bound the weights are in memory for another context already (a binding it will share,
+ * engine/binding.h): the plan counts 0 bytes of them. */
 void tern_model_plan_memory_for(const tern_model *m, int64_t n_ctx, int64_t n_batch, bool logits_all,
-                                tern_memory_plan *plan);
+                                bool weights_bound, tern_memory_plan *plan);
 
 /* Read hyper-parameters of a supported architecture from metadata (no tensors). */
 tern_status tern_hparams_read(const tern_gguf *g, tern_hparams *hp, tern_error *err);

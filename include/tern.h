@@ -12,12 +12,15 @@
  *    what it has to say outside an error goes to the log callback of tern_context_params;
  *  - parameter structs start from their tern_*_default_params(), which sets struct_size (below).
  *
- * Threads: a tern_model, once loaded, is read-only and may be shared by any number of contexts on
- * any number of threads (tern_model_set_chat_format is the one call that changes it: make it
- * before other threads use the model). A tern_context, tern_sampler or tern_detokenizer is used
- * by one thread at a time (a context runs its own worker threads inside its calls); different
- * ones may be used on different threads at once. The log callback of a context is called on the
- * thread that called into the context, never from its workers.
+ * Threads: a tern_model, once loaded, may be shared by any number of contexts on any number of
+ * threads. Its one changing part, the weights bound to backends that contexts share, is kept
+ * under a lock of its own, so contexts may be created and freed on one model from several threads
+ * at once (tern_model_set_chat_format is the one call that changes the rest: make it before other
+ * threads use the model). A tern_context, tern_sampler or tern_detokenizer is used by one thread
+ * at a time (a context runs its own worker threads inside its calls); different ones may be used
+ * on different threads at once, also when they share an OpenCL device and its weights (each
+ * context has its own queue and kernel objects). A model outlives its contexts. The log callback
+ * of a context is called on the thread that called into the context, never from its workers.
  */
 #ifndef TERN_H
 #define TERN_H
@@ -205,7 +208,7 @@ tern_status tern_chat_tokenize(const tern_model *model, const tern_chat_message 
                                tern_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Contexts: a KV cache, a backend and the scratch to run the model.                            */
+/* Contexts: a KV cache, a backend and the scratch to run the model (the weights are the model's). */
 
 typedef struct tern_context tern_context;
 
@@ -278,7 +281,8 @@ typedef struct tern_context_params {
     const volatile int *abort_flag; /* when non-zero, evaluation stops between batches */
     /* The CPU backend copies each weight matrix of 1 MiB or more out of the mapped file into
      * 2 MiB-aligned anonymous memory (transparent huge pages): twice the memory, faster decode
-     * where the file's pages are small (docs/threads.md). */
+     * where the file's pages are small (docs/threads.md). Once per model: the contexts on it that
+     * ask for it share the copies. */
     bool cpu_copy_weights;
     tern_opencl_params opencl;
     tern_log_fn log_fn; /* NULL: the library says nothing */
@@ -287,8 +291,11 @@ typedef struct tern_context_params {
 
 tern_context_params tern_context_default_params(void);
 
-/* Plans memory (weights + KV + scratch against MemAvailable), picks the backend and threads,
- * allocates everything. Over the plan: TERN_ERR_NOMEM with the numbers and the fix. */
+/* Plans memory (weights + KV + scratch against MemAvailable; weights another context of the model
+ * holds already in the form this one reads are not counted again), picks the backend and threads,
+ * binds the weights to the backend or shares the model's binding of them (docs/api.md, "Contexts
+ * sharing weights"), allocates the rest. Over the plan: TERN_ERR_NOMEM with the numbers and the
+ * fix. Safe to call on one model from several threads at once. */
 tern_status tern_context_create(tern_model *model, const tern_context_params *params, tern_context **out,
                                 tern_error *err);
 void tern_context_free(tern_context *ctx);
@@ -299,12 +306,19 @@ typedef struct tern_context_info {
     char backend_reason[256]; /* why this backend was chosen */
     int n_threads;
     int64_t n_ctx, n_batch;
-    uint64_t kv_bytes, scratch_bytes, weight_bytes;
+    uint64_t kv_bytes, scratch_bytes, weight_bytes; /* weight_bytes: 0 when the weights are shared (below) */
     uint64_t mem_available; /* bytes, at planning time (0 if unknown) */
     char threads_reason[160];
     /* Units of work handed to the device so far: kernel launches on a GPU, thread-pool jobs on the
      * CPU. Their difference over one decode token shows what the fused ops save. */
     uint64_t launches;
+    /* The weights as the backend reads them are bound once per model and configuration (backend,
+     * device, the settings that change their form: docs/api.md) and shared by every context on
+     * it; weight_bytes above is what this context's memory plan counted of them (0 when shared). */
+    bool weights_shared;          /* found bound by another context: this one uploaded or copied nothing */
+    int weights_users;            /* contexts sharing them now, this one included */
+    uint64_t weights_bound_bytes; /* held beyond the mapped file: uploaded to the device, or copied by
+                                   * cpu_copy_weights (0: read in place from the mapped file) */
 } tern_context_info;
 void tern_context_get_info(const tern_context *ctx, tern_context_info *info);
 

@@ -3,6 +3,7 @@
  * the header, the parameter structs' struct_size is checked, the library is silent without a log
  * callback and says what it has to say through one.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/model.h" /* bindings_made: how many times the weights were bound (uploaded, copied) */
 #include "tern.h"
 
 static void test_version(void **state) {
@@ -158,12 +160,157 @@ static void test_cpu_context_silent(void **state) {
     assert_int_equal(log_calls, 0);
 }
 
+/* ---- contexts sharing the weights of one model ---- */
+
+enum { SHARE_TOKENS = 7 };
+static const int32_t share_tokens[SHARE_TOKENS] = {1, 9038, 2501, 263, 931, 29892, 727};
+
+static tern_context *cpu_context(tern_model *m, bool copy_weights) {
+    tern_context_params cp = tern_context_default_params();
+    cp.backend = TERN_BACKEND_CPU;
+    cp.n_threads = 1;
+    cp.n_ctx = 32;
+    cp.cpu_copy_weights = copy_weights;
+    tern_context *c = NULL;
+    tern_error err = {0};
+    if (tern_context_create(m, &cp, &c, &err) != TERN_OK)
+        fail_msg("tern_context_create: %s", err.message);
+    return c;
+}
+
+/* The logits after the prompt, one token at a time at the end (decode), into out. */
+static void run_prompt(tern_context *c, float *out, int64_t n_vocab) {
+    tern_error err = {0};
+    assert_int_equal(tern_eval(c, share_tokens, SHARE_TOKENS - 1, &err), TERN_OK);
+    assert_int_equal(tern_eval(c, share_tokens + SHARE_TOKENS - 1, 1, &err), TERN_OK);
+    memcpy(out, tern_get_logits(c), (size_t)n_vocab * sizeof(float));
+}
+
+/* Two contexts on one model bind its weights once: the second finds them bound (shared, one
+ * binding made, its plan counting no weights), both give exactly the logits of a context alone,
+ * and either may be freed first. A setting that changes the weights' form (cpu_copy_weights)
+ * gets a binding of its own. Run under ASan by `make asan`. */
+static void test_contexts_share_weights(void **state) {
+    (void)state;
+    tern_error err = {0};
+    tern_model *alone = NULL, *m = NULL;
+    assert_int_equal(tern_model_load(MODEL, &alone, &err), TERN_OK);
+    assert_int_equal(tern_model_load(MODEL, &m, &err), TERN_OK);
+    const int64_t nv = tern_model_n_vocab(m);
+    float *want = malloc((size_t)nv * sizeof(float)), *got = malloc((size_t)nv * sizeof(float));
+    assert_non_null(want);
+    assert_non_null(got);
+    tern_context *c = cpu_context(alone, false);
+    run_prompt(c, want, nv);
+    tern_context_free(c);
+    tern_model_free(alone);
+
+    for (int first_freed = 0; first_freed < 2; first_freed++) {
+        tern_context *a = cpu_context(m, false), *b = cpu_context(m, false);
+        tern_context_info ia, ib;
+        tern_context_get_info(a, &ia);
+        tern_context_get_info(b, &ib);
+        assert_false(ia.weights_shared);
+        assert_true(ib.weights_shared);
+        assert_int_equal(ib.weights_users, 2);
+        assert_int_equal(ib.weights_bound_bytes, 0); /* read in place from the mapped file */
+        assert_true(ia.weight_bytes > 0);
+        assert_int_equal(ib.weight_bytes, 0); /* the plan counted them once */
+        assert_int_equal(m->bindings_made, (uint64_t)first_freed + 1);
+        /* interleaved: each context's KV cache and activations are its own */
+        assert_int_equal(tern_eval(a, share_tokens, 3, &err), TERN_OK);
+        run_prompt(b, got, nv);
+        assert_memory_equal(got, want, (size_t)nv * sizeof(float));
+        assert_int_equal(tern_eval(a, share_tokens + 3, SHARE_TOKENS - 4, &err), TERN_OK);
+        assert_int_equal(tern_eval(a, share_tokens + SHARE_TOKENS - 1, 1, &err), TERN_OK);
+        assert_memory_equal(tern_get_logits(a), want, (size_t)nv * sizeof(float));
+        tern_context_free(first_freed ? b : a);
+        tern_context_info left;
+        tern_context_get_info(first_freed ? a : b, &left);
+        assert_int_equal(left.weights_users, 1);
+        tern_context_free(first_freed ? a : b);
+        assert_null(m->bindings); /* freed with the last context */
+    }
+
+    /* cpu_copy_weights changes the weights' form: a binding of its own, shared in turn */
+    tern_context *plain = cpu_context(m, false), *copied = cpu_context(m, true),
+                 *copied2 = cpu_context(m, true);
+    tern_context_info ip, ic, ic2;
+    tern_context_get_info(plain, &ip);
+    tern_context_get_info(copied, &ic);
+    tern_context_get_info(copied2, &ic2);
+    assert_false(ic.weights_shared);
+    assert_true(ic2.weights_shared);
+    assert_int_equal(ip.weights_users, 1);
+    assert_int_equal(ic2.weights_users, 2);
+    assert_int_equal(ic2.weights_bound_bytes, ic.weights_bound_bytes);
+    print_message("  cpu_copy_weights: %llu bytes copied once, for 2 contexts\n",
+                  (unsigned long long)ic.weights_bound_bytes);
+    assert_int_equal(m->bindings_made, 4);
+    run_prompt(copied2, got, nv);
+    assert_memory_equal(got, want, (size_t)nv * sizeof(float));
+    tern_context_free(copied);
+    tern_context_free(plain);
+    tern_context_free(copied2);
+    assert_null(m->bindings);
+    free(want);
+    free(got);
+    tern_model_free(m);
+}
+
+typedef struct create_job {
+    tern_model *m;
+    tern_context *c;
+} create_job;
+
+/* On its own thread: no cmocka assertion here (they jump back to the test's thread). */
+static void *create_context(void *arg) {
+    create_job *j = arg;
+    tern_context_params cp = tern_context_default_params();
+    cp.backend = TERN_BACKEND_CPU;
+    cp.n_threads = 1;
+    cp.n_ctx = 32;
+    cp.cpu_copy_weights = true;
+    tern_context_create(j->m, &cp, &j->c, NULL);
+    return NULL;
+}
+
+/* Contexts created on one model from several threads at once: one binding, made once. */
+static void test_contexts_created_at_once(void **state) {
+    (void)state;
+    tern_error err = {0};
+    tern_model *m = NULL;
+    assert_int_equal(tern_model_load(MODEL, &m, &err), TERN_OK);
+    enum { N = 4 };
+    create_job jobs[N];
+    pthread_t threads[N];
+    for (int i = 0; i < N; i++) {
+        jobs[i] = (create_job){m, NULL};
+        assert_int_equal(pthread_create(&threads[i], NULL, create_context, &jobs[i]), 0);
+    }
+    int shared = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(threads[i], NULL);
+        assert_non_null(jobs[i].c);
+        tern_context_info info;
+        tern_context_get_info(jobs[i].c, &info);
+        shared += info.weights_shared;
+    }
+    assert_int_equal(shared, N - 1);
+    assert_int_equal(m->bindings_made, 1);
+    for (int i = 0; i < N; i++)
+        tern_context_free(jobs[i].c);
+    tern_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_params_struct_size),
         cmocka_unit_test(test_model_sysroot),
         cmocka_unit_test(test_cpu_context_silent),
+        cmocka_unit_test(test_contexts_share_weights),
+        cmocka_unit_test(test_contexts_created_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -413,11 +413,11 @@ static void test_gemm_prefill_blocking(void **state) {
  * other paths at these shapes. */
 static void test_gemm_amx_tiles(void **state) {
     const fixture *f = *state;
-    static const uint32_t kq[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K}, k32[] = {TERN_TYPE_Q4_0, TERN_TYPE_Q5_0,
-                                                                            TERN_TYPE_Q8_0};
+    static const uint32_t kq[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K},
+                          k32[] = {TERN_TYPE_Q4_0, TERN_TYPE_Q4_1, TERN_TYPE_Q5_0, TERN_TYPE_Q5_1, TERN_TYPE_Q8_0};
     static const int64_t ms[] = {16, 17, 33, 47}, rows[] = {1, 13, 37};
     uint64_t seed = 9000;
-    for (size_t t = 0; t < 5; t++) {
+    for (size_t t = 0; t < 2 + sizeof k32 / sizeof k32[0]; t++) {
         const uint32_t type = t < 2 ? kq[t] : k32[t - 2];
         const int64_t ks[] = {t < 2 ? 256 : 7 * 32, t < 2 ? 5 * 256 : 37 * 32, t < 2 ? 9 * 256 : 37 * 32};
         for (size_t a = 0; a < 4; a++)

@@ -15,6 +15,7 @@
  */
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +28,7 @@
 
 #include "engine/backend.h"
 #include "engine/backend_fused.h"
+#include "engine/model.h"
 #include "kernels/kernels.h"
 #include "kernels/opencl/opencl.h"
 #include "quant/block_q8_0.h"
@@ -1186,6 +1188,100 @@ static void test_context_runtime_failure(void **state) {
     tern_model_free(m);
 }
 
+/* ---- contexts sharing one device and the weights uploaded to it ---- */
+
+static const int32_t share_prompt[] = {1, 9038, 2501, 263, 931, 29892, 727, 471, 263};
+enum { SHARE_N = sizeof share_prompt / sizeof share_prompt[0] };
+
+typedef struct share_run {
+    tern_context *c;
+    tern_status st;
+} share_run;
+
+/* The prompt as a batch, then its last token again as decode; on a thread of its own (no cmocka
+ * assertions here). */
+static void *run_share_prompt(void *arg) {
+    share_run *r = arg;
+    r->st = tern_eval(r->c, share_prompt, SHARE_N - 1, NULL);
+    if (r->st == TERN_OK)
+        r->st = tern_eval(r->c, share_prompt + SHARE_N - 1, 1, NULL);
+    return NULL;
+}
+
+/* Two OpenCL contexts on one model: the second attaches to the device the first opened and reads
+ * the weights it uploaded (one binding made; nothing uploaded again), each with its own queue,
+ * kernels and KV cache: run at once on two threads, both give a lone context's logits exactly.
+ * Either may be freed first; a setting that changes the weights' form (split_bytes) gets its own. */
+static void test_context_shared_weights(void **state) {
+    (void)state;
+    tern_error err = {0};
+    tern_model *m = NULL;
+    assert_int_equal(tern_model_load(MODEL, &m, &err), TERN_OK);
+    const int64_t nv = tern_model_n_vocab(m);
+    float *want = malloc((size_t)nv * sizeof(float));
+    assert_non_null(want);
+    share_run alone = {open_context(m, TERN_BACKEND_OPENCL, &g_params, NULL, NULL, &err), TERN_OK};
+    assert_non_null(alone.c);
+    run_share_prompt(&alone);
+    assert_int_equal(alone.st, TERN_OK);
+    memcpy(want, tern_get_logits(alone.c), (size_t)nv * sizeof(float));
+    tern_context_free(alone.c);
+    assert_null(m->bindings); /* the device and its weights went with the only context */
+
+    for (int first_freed = 0; first_freed < 2; first_freed++) {
+        const uint64_t made = m->bindings_made;
+        share_run runs[2];
+        for (int i = 0; i < 2; i++) {
+            runs[i] = (share_run){open_context(m, TERN_BACKEND_OPENCL, &g_params, NULL, NULL, &err), TERN_OK};
+            assert_non_null(runs[i].c);
+        }
+        assert_int_equal(m->bindings_made, made + 1);
+        tern_context_info i0, i1;
+        tern_context_get_info(runs[0].c, &i0);
+        tern_context_get_info(runs[1].c, &i1);
+        assert_false(i0.weights_shared);
+        assert_true(i1.weights_shared);
+        assert_int_equal(i1.weights_users, 2);
+        assert_true(i1.weights_bound_bytes >= tern_gguf_file_size(m->gguf) / 2); /* on the device, once */
+        assert_int_equal(i1.weights_bound_bytes, i0.weights_bound_bytes);
+        assert_string_equal(i0.backend, i1.backend);
+        assert_null(strstr(i0.backend_reason, "shares its device"));
+        assert_non_null(strstr(i1.backend_reason, "shares its device and weights"));
+        pthread_t threads[2];
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(pthread_create(&threads[i], NULL, run_share_prompt, &runs[i]), 0);
+        for (int i = 0; i < 2; i++) {
+            pthread_join(threads[i], NULL);
+            assert_int_equal(runs[i].st, TERN_OK);
+            assert_memory_equal(tern_get_logits(runs[i].c), want, (size_t)nv * sizeof(float));
+        }
+        tern_context_free(runs[first_freed].c);
+        /* the other still runs on the device after the first let go */
+        tern_context_reset(runs[!first_freed].c);
+        run_share_prompt(&runs[!first_freed]);
+        assert_int_equal(runs[!first_freed].st, TERN_OK);
+        assert_memory_equal(tern_get_logits(runs[!first_freed].c), want, (size_t)nv * sizeof(float));
+        tern_context_free(runs[!first_freed].c);
+        assert_null(m->bindings);
+    }
+
+    /* weights split in parts of another size: a binding of their own */
+    tern_opencl_params split = g_params;
+    split.split_bytes = 1u << 20;
+    tern_context *a = open_context(m, TERN_BACKEND_OPENCL, &g_params, NULL, NULL, &err);
+    tern_context *b = open_context(m, TERN_BACKEND_OPENCL, &split, NULL, NULL, &err);
+    assert_non_null(a);
+    assert_non_null(b);
+    tern_context_info ib;
+    tern_context_get_info(b, &ib);
+    assert_false(ib.weights_shared);
+    assert_int_equal(ib.weights_users, 1);
+    tern_context_free(a);
+    tern_context_free(b);
+    free(want);
+    tern_model_free(m);
+}
+
 /* opencl.profile: the table goes to the handle's log callback as one block when it is freed; with
  * no callback nothing is said. */
 static void test_profile_log(void **state) {
@@ -1494,6 +1590,7 @@ int main(void) {
         cmocka_unit_test(test_mma_fallbacks),
         cmocka_unit_test(test_context_build_failure),
         cmocka_unit_test(test_context_runtime_failure),
+        cmocka_unit_test(test_context_shared_weights),
         cmocka_unit_test(test_profile_log),
         cmocka_unit_test(test_backend_rope),
         cmocka_unit_test(test_backend_fused),

@@ -26,7 +26,7 @@ typedef struct model_shape {
     bool qk_norm;    /* qwen3: attn_q_norm, attn_k_norm */
     bool post_norms; /* gemma2: post_attention_norm, post_ffw_norm */
     bool fused;      /* phi3: attn_qkv, and ffn_up holding gate and up */
-    int64_t n_swa;   /* gemma2: attention.sliding_window */
+    int64_t n_swa;   /* gemma2, gemma3: attention.sliding_window */
     float softcap_attn, softcap_final;                    /* gemma2 */
     float embd_scale, residual_scale, attn_scale, logit_scale; /* granite */
 } model_shape;
@@ -34,6 +34,10 @@ typedef struct model_shape {
 static const model_shape shapes[] = {
     {"tiny", "tests/golden/tiny-q4km.gguf", "llama", 256, 4, 8, 4, 768, 32000, 4096, 10000.0f, 1e-5f, false, false,
      .head_dim = 0},
+    {"smollm2-135m", "SmolLM2-135M", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, false, true,
+     .head_dim = 0},
+    {"gemma3-270m", "Gemma-3-270M", "gemma3", 640, 18, 4, 1, 2048, 262144, 32768, 1000000.0f, 1e-6f, false, true,
+     .head_dim = 256, .qk_norm = true, .post_norms = true, .n_swa = 512},
     {"llama-1b", "TinyLlama-1.1B", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, false, false,
      .head_dim = 0},
     {"llama-7b", "Llama-2-7B", "llama", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f, 1e-5f, false, false,
@@ -67,8 +71,8 @@ static const char mkmodel_help[] =
     "about one tensor of memory).\n"
     "\n"
     "options:\n"
-    "  --shape NAME     tiny, llama-1b, llama-7b, qwen2-1.5b, qwen3-0.6b, qwen3-1.7b, gemma2-2b,\n"
-    "                   phi3-mini, granite-2b (--list describes them)\n"
+    "  --shape NAME     tiny, smollm2-135m, gemma3-270m, llama-1b, llama-7b, qwen2-1.5b, qwen3-0.6b,\n"
+    "                   qwen3-1.7b, gemma2-2b, phi3-mini, granite-2b (--list describes them)\n"
     "  --type TYPE      file type, as for tern quantize (default Q4_K_M; F32, F16, Q8_0, ...)\n"
     "  --seed N         random seed (default 0): the same seed gives the same file\n"
     "  --vocab FILE     copy every tokenizer.* key from this GGUF file; the vocabulary size then\n"
@@ -379,7 +383,7 @@ static int64_t count_weights(const tensor_list *l) {
 }
 
 static int list_shapes(void) {
-    printf("%-11s %-6s %6s %6s %11s %6s %7s %7s %8s  %s\n", "shape", "arch", "embd", "layers", "heads (kv)", "ffn",
+    printf("%-12s %-6s %6s %6s %11s %6s %7s %7s %8s  %s\n", "shape", "arch", "embd", "layers", "heads (kv)", "ffn",
            "vocab", "ctx", "weights", "like");
     for (size_t i = 0; i < N_SHAPES; i++) {
         const model_shape *s = &shapes[i];
@@ -391,7 +395,7 @@ static int list_shapes(void) {
         const double n = (double)count_weights(&l);
         snprintf(heads, sizeof heads, "%" PRId64 " (%" PRId64 ")", s->n_head, s->n_head_kv);
         snprintf(weights, sizeof weights, n < 1e9 ? "%.1f M" : "%.2f B", n < 1e9 ? n / 1e6 : n / 1e9);
-        printf("%-11s %-6s %6" PRId64 " %6" PRId64 " %11s %6" PRId64 " %7" PRId64 " %7" PRId64 " %8s  %s%s%s\n",
+        printf("%-12s %-6s %6" PRId64 " %6" PRId64 " %11s %6" PRId64 " %7" PRId64 " %7" PRId64 " %8s  %s%s%s\n",
                s->name, s->arch, s->n_embd, s->n_layer, heads, s->n_ff, s->n_vocab, s->n_ctx, weights, s->like,
                s->qkv_bias ? ", qkv biases" : "", s->tied ? ", tied embeddings" : "");
         free(l.items);

@@ -31,6 +31,10 @@ void tern_avx512_gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, i
                            const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride);
 void tern_avx512_gemm_q4_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                            const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride);
+void tern_avx512_gemm_q4_1(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride);
+void tern_avx512_gemm_q5_1(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
+                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride);
 void tern_avx512_gemm_q5_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                            const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride);
 void tern_avx512_gemm_q8_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,

@@ -16,15 +16,15 @@ void tern_cpu_avx512_fill_32(tern_cpu_kernels *k) {
     fill_32(k);
 }
 
-void tern_avx512_gemm_q4_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_q4_0(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
-void tern_avx512_gemm_q5_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_q5_0(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
-void tern_avx512_gemm_q8_0(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
-                           const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    gemm_q8_0(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);
-}
+/* The entries the amx path keeps for decode and for the rows its tiles leave over (kernels/cpu/avx2.h). */
+#define AVX512_GEMM_ENTRY(type)                                                                                   \
+    void tern_avx512_gemm_##type(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,             \
+                                 const void *restrict x, size_t x_stride, int64_t m, float *restrict y,          \
+                                 int64_t y_stride) {                                                             \
+        gemm_##type(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride);                                         \
+    }
+AVX512_GEMM_ENTRY(q4_0)
+AVX512_GEMM_ENTRY(q4_1)
+AVX512_GEMM_ENTRY(q5_0)
+AVX512_GEMM_ENTRY(q5_1)
+AVX512_GEMM_ENTRY(q8_0)

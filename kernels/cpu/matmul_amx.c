@@ -1,6 +1,6 @@
 /*
  * The amx path (x86-64 with AMX-TILE and AMX-INT8, on top of everything avx512vnni needs): the
- * avx512vnni table with the prefill gemm of Q4_K, Q6_K, Q4_0, Q5_0 and Q8_0 on tile multiplies. Decode
+ * avx512vnni table with the prefill gemm of Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 on tile multiplies. Decode
  * (m < AMX_MIN_M) and the activation rows past the last whole tile of 16 go to the avx512vnni kernels,
  * so a token at a time runs exactly as on that path.
  *
@@ -12,7 +12,8 @@
  *    levels are read in place: no copy).
  *  - B: 16 weight rows, unpacked once per chunk into a panel on the stack (amx_panel) as int8 levels in
  *    B's order. Every type's levels fit signed int8 (Q4_K 0..15, Q6_K centred to -32..31, Q4_0 -8..7,
- *    Q5_0 -16..15, Q8_0 as stored), so TDPBSSD serves all of them and no offset trick is needed.
+ *    Q5_0 -16..15, Q4_1 0..15, Q5_1 0..31, Q8_0 as stored), so TDPBSSD serves all of them and no offset
+ *    trick is needed.
  *  - C: activation row x weight row, so each C row is 16 consecutive outputs of y.
  *
  * The K extent of a multiply is the type's scale granularity, so that each C holds one sub-block's
@@ -20,7 +21,11 @@
  * Q6_K. Each C then meets its scales in f32 (C rows converted, times the 16 weight rows' scales):
  *
  *    Q4_K, Q6_K: y[i][n] += d_a[i] * (sum_t S_t[i][n] * d[n] sc_t[n] - dmin[n] * sum_t mn_t[n] B_t[i])
- *    32-element: y[i][n] += d_a[i][b] * d[n][b] * S_b[i][n]
+ *    32-element: y[i][n] += d_a[i][b] * (d[n][b] * S_b[i][n] + m[n][b] * A_b[i])
+ *
+ * with m the offset of Q4_1 and Q5_1 (0 for the others) and A_b[i] the sum of activation row i's levels
+ * in block b. A_b comes from the tile unit too: the A tile times a B tile of ones (tile 6, loaded once per
+ * call) gives A_b[i] in every column of row i of a C tile (tile 7), a broadcast ready for the f32 step.
  *
  * where B_t are the Q8_K bsums of sub-block t (two of 16): their int32 sums with the mins are one
  * vpdpwssd per sub-block (the pair of bsums times (mn, mn)). The integer sums are matmul_ref.c's; only
@@ -57,19 +62,26 @@
 /* Activation rows from which the tiles are used; below, one tile would be mostly empty. */
 #define AMX_MIN_M 16
 
-enum amx_format { AMX_Q4_K, AMX_Q6_K, AMX_Q4_0, AMX_Q5_0, AMX_Q8_0 };
+enum amx_format { AMX_Q4_K, AMX_Q6_K, AMX_Q4_0, AMX_Q4_1, AMX_Q5_0, AMX_Q5_1, AMX_Q8_0 };
+
+/* The formats whose weights carry an offset (w = d * q + m), which meets the activations' level sums. */
+static TERN_AVX2_INLINE int amx_has_offset(const enum amx_format f) {
+    return f == AMX_Q4_1 || f == AMX_Q5_1;
+}
 
 /* 16 weight rows of a chunk. Element e of unit u of weight row n sits in b[u] at
  *   512 * (e / 32) + 256 * (e % 32 / 16) + 64 * (e % 16 / 4) + 4 * n + e % 4,
  * so the 512 bytes of each 32 elements are one B tile of 8 rows (K = 32), and each 256 bytes of 16
  * elements one of 4 rows (K = 16, Q6_K). scale[u][t] holds the 16 rows' scales of sub-tile t (Q4_K and
  * Q6_K: d * sc_t; 32-element formats: block t's d); Q4_K's mins[u][t] hold mn_t in both int16 halves
- * (for vpdpwssd with a pair of bsums) and dmin[u] the rows' dmin. */
+ * (for vpdpwssd with a pair of bsums) and dmin[u] the rows' dmin; offset[u][t] holds block t's m (Q4_1,
+ * Q5_1; 0 for the other 32-element formats). */
 typedef struct amx_panel {
     _Alignas(64) int8_t b[AMX_CHUNK][AMX_UNIT * AMX_TILE_N];
     _Alignas(64) float scale[AMX_CHUNK][16][AMX_TILE_N];
     _Alignas(64) int32_t mins[AMX_CHUNK][8][AMX_TILE_N];
     _Alignas(64) float dmin[AMX_CHUNK][AMX_TILE_N];
+    _Alignas(64) float offset[AMX_CHUNK][8][AMX_TILE_N];
 } amx_panel;
 
 /* The padding rows' source: zero blocks have zero levels and scales (a unit of 8 Q8_0 blocks is the
@@ -90,17 +102,22 @@ static TERN_AVX2_INLINE void amx_memory_barrier(void) {
     __asm__ volatile("" ::: "memory");
 }
 
-/* C in tiles 0, 1 (16 x 16 int32), A in 2, 3 (16 rows x ksub bytes), B in 4, 5 (ksub / 4 rows x 64). */
+/* C in tiles 0, 1 (16 x 16 int32), A in 2, 3 (16 rows x ksub bytes), B in 4, 5 (ksub / 4 rows x 64); the
+ * ones in 6 (a B tile) and the activation sums in 7 (a C tile), loaded with the ones. */
 static void amx_configure(int ksub) {
     amx_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int t = 0; t < 6; t++) {
-        c.rows[t] = t < 4 ? AMX_TILE_M : (uint8_t)(ksub / 4);
+    for (int t = 0; t < 8; t++) {
+        const int is_b = t == 4 || t == 5 || t == 6;
+        c.rows[t] = is_b ? (uint8_t)(ksub / 4) : AMX_TILE_M;
         c.colsb[t] = t == 2 || t == 3 ? (uint16_t)ksub : 64;
     }
+    _Alignas(64) int8_t ones[AMX_UNIT * 2];
+    memset(ones, 1, sizeof ones);
     amx_memory_barrier();
     _tile_loadconfig(&c);
+    _tile_loadd(6, ones, 64);
 }
 
 /* ---- the panel ---- */
@@ -171,13 +188,14 @@ static void amx_unpack_32(const uint8_t *const src[4], enum format32 f, int n_bl
             float d, m;
             v[j] = unpack32(src[j] + (size_t)g * block_bytes(f), f, &d, &m);
             p->scale[u][g][n + j] = d;
+            p->offset[u][g][n + j] = m;
         }
         amx_store_rows4(v, p->b[u] + 512 * g, n);
     }
 }
 
 static enum format32 amx_format32(enum amx_format f) {
-    return f == AMX_Q4_0 ? Q4_0 : f == AMX_Q5_0 ? Q5_0 : Q8_0;
+    return f == AMX_Q4_0 ? Q4_0 : f == AMX_Q4_1 ? Q4_1 : f == AMX_Q5_0 ? Q5_0 : f == AMX_Q5_1 ? Q5_1 : Q8_0;
 }
 
 /* Weight rows n0.. (n_valid of the 16 real, the rest zero) of units u0..u0 + n_units into p. */
@@ -221,6 +239,18 @@ static TERN_AVX2_INLINE void amx_multiply_1(const uint8_t *a, size_t a_stride, c
     _tile_dpbssd(1, 3, 5);
 }
 
+/* sums = the A tile in 2 (or 3) times the ones in 6: row i holds A_b[i] in every column. */
+static TERN_AVX2_INLINE void amx_level_sums_2(int32_t sums[AMX_TILE_M][AMX_TILE_N]) {
+    _tile_zero(7);
+    _tile_dpbssd(7, 2, 6);
+    _tile_stored(7, sums, 64);
+}
+static TERN_AVX2_INLINE void amx_level_sums_3(int32_t sums[AMX_TILE_M][AMX_TILE_N]) {
+    _tile_zero(7);
+    _tile_dpbssd(7, 3, 6);
+    _tile_stored(7, sums, 64);
+}
+
 /* acc[i] += C row i as floats x s, for a sub-block's scales s of the 16 weight rows. */
 static TERN_AVX2_INLINE void amx_scale_k(const int32_t c[AMX_TILE_M][AMX_TILE_N], const float *s,
                                          __m512 acc[AMX_TILE_M]) {
@@ -228,6 +258,20 @@ static TERN_AVX2_INLINE void amx_scale_k(const int32_t c[AMX_TILE_M][AMX_TILE_N]
 #pragma GCC unroll 16
     for (int i = 0; i < AMX_TILE_M; i++)
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[i])), sv, acc[i]);
+}
+
+/* acc[i] += (C row i as floats x s + sums row i x m) x da[i], for a 32-element block: s the weight rows'
+ * d, m their offsets, da the activation rows' d. */
+static TERN_AVX2_INLINE void amx_scale_32_offset(const int32_t c[AMX_TILE_M][AMX_TILE_N],
+                                                 const int32_t sums[AMX_TILE_M][AMX_TILE_N], const float *s,
+                                                 const float *m, const float *da, __m512 acc[AMX_TILE_M]) {
+    const __m512 sv = _mm512_load_ps(s), mv = _mm512_load_ps(m);
+#pragma GCC unroll 16
+    for (int i = 0; i < AMX_TILE_M; i++) {
+        const __m512 level_part = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[i])), mv);
+        acc[i] = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[i])), sv, level_part),
+                                 _mm512_set1_ps(da[i]), acc[i]);
+    }
 }
 
 /* acc[i] += C row i as floats x s x da[i], for a 32-element block: s the weight rows' d, da the
@@ -261,20 +305,29 @@ static TERN_AVX2_INLINE size_t amx_a_step(const enum amx_format f) {
 }
 
 /* The n_sub sub-tiles of one unit (xu: its activation levels, 16 rows x_stride apart; b: its panel part)
- * into c[t], exact int32 sums. The two C tiles alternate, so one multiply runs while the other's result is
- * stored. */
+ * into c[t], exact int32 sums; for the formats with an offset, the activation level sums of block t into
+ * c[8 + t] (those formats have 8 sub-tiles a unit, so the upper half of c is free). The two C tiles
+ * alternate, so one multiply runs while the other's result is stored. */
 static TERN_AVX2_INLINE void amx_unit_products(const enum amx_format f, const int8_t *restrict b,
                                                const uint8_t *restrict xu, size_t x_stride, int n_sub,
                                                int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
     const size_t first = amx_a_first(f), step = amx_a_step(f);
     const int b_bytes = (f == AMX_Q6_K ? 16 : 32) * AMX_TILE_N;
     amx_multiply_0(xu + first, x_stride, b);
+    if (amx_has_offset(f))
+        amx_level_sums_2(c[8]);
     for (int t = 0; t < n_sub; t += 2) {
-        if (t + 1 < n_sub)
+        if (t + 1 < n_sub) {
             amx_multiply_1(xu + first + (size_t)(t + 1) * step, x_stride, b + (t + 1) * b_bytes);
+            if (amx_has_offset(f))
+                amx_level_sums_3(c[8 + t + 1]);
+        }
         _tile_stored(0, c[t], 64);
-        if (t + 2 < n_sub)
+        if (t + 2 < n_sub) {
             amx_multiply_0(xu + first + (size_t)(t + 2) * step, x_stride, b + (t + 2) * b_bytes);
+            if (amx_has_offset(f))
+                amx_level_sums_2(c[8 + t + 2]);
+        }
         if (t + 1 < n_sub)
             _tile_stored(1, c[t + 1], 64);
     }
@@ -290,7 +343,10 @@ static TERN_AVX2_INLINE void amx_unit_scale(const enum amx_format f, const amx_p
         _Alignas(64) float da[AMX_TILE_M];
         for (int t = 0; t < n_sub; t++) {
             amx_act_d_32(xu + (size_t)t * sizeof(tern_block_q8_0), rows_off, da);
-            amx_scale_32(c[t], p->scale[u][t], da, out);
+            if (amx_has_offset(f))
+                amx_scale_32_offset(c[t], c[8 + t], p->scale[u][t], p->offset[u][t], da, out);
+            else
+                amx_scale_32(c[t], p->scale[u][t], da, out);
         }
         return;
     }
@@ -427,7 +483,9 @@ static TERN_AVX2_INLINE int64_t amx_rows(int64_t m, size_t x_stride) {
 AMX_GEMM(gemm_q4_k, AMX_Q4_K, tern_avx512_gemm_q4_k)
 AMX_GEMM(gemm_q6_k, AMX_Q6_K, tern_avx512_gemm_q6_k)
 AMX_GEMM(gemm_q4_0, AMX_Q4_0, tern_avx512_gemm_q4_0)
+AMX_GEMM(gemm_q4_1, AMX_Q4_1, tern_avx512_gemm_q4_1)
 AMX_GEMM(gemm_q5_0, AMX_Q5_0, tern_avx512_gemm_q5_0)
+AMX_GEMM(gemm_q5_1, AMX_Q5_1, tern_avx512_gemm_q5_1)
 AMX_GEMM(gemm_q8_0, AMX_Q8_0, tern_avx512_gemm_q8_0)
 
 void tern_cpu_kernels_fill_amx(tern_cpu_kernels *k) {
@@ -436,7 +494,9 @@ void tern_cpu_kernels_fill_amx(tern_cpu_kernels *k) {
     k->gemm[TERN_TYPE_Q4_K] = gemm_q4_k;
     k->gemm[TERN_TYPE_Q6_K] = gemm_q6_k;
     k->gemm[TERN_TYPE_Q4_0] = gemm_q4_0;
+    k->gemm[TERN_TYPE_Q4_1] = gemm_q4_1;
     k->gemm[TERN_TYPE_Q5_0] = gemm_q5_0;
+    k->gemm[TERN_TYPE_Q5_1] = gemm_q5_1;
     k->gemm[TERN_TYPE_Q8_0] = gemm_q8_0;
     k->int8_peak = amx_int8_peak;
 }

@@ -343,6 +343,40 @@ static tern_status gemm_from_params(tern_cl *cl, const tern_opencl_params *p, te
     return tern_cl_set_gemm(cl, p->gemm, m, err);
 }
 
+/* The handle's own queue (profiling with opencl.profile). */
+static tern_status make_queue(tern_cl *cl, bool profiling, tern_error *err) {
+    cl_int rc;
+    cl->queue =
+        cl->api.CreateCommandQueue(cl->context, cl->device, profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &rc);
+    if (!cl->queue || rc != CL_SUCCESS)
+        return tern_error_set(err, TERN_ERR_BACKEND, "clCreateCommandQueue on %s: %s", cl->info.name,
+                              tern_cl_status_name(rc));
+    return TERN_OK;
+}
+
+/* What every handle has of its own once the program is there: its kernel objects (their arguments
+ * are per object, and clSetKernelArg is the one OpenCL call that is not thread-safe), the prefill
+ * path, the row-id scratch and the profile. probe_mma: run the tensor-core self-test (a device's
+ * first handle; an attached one takes its verdict). */
+static tern_status finish_handle(tern_cl *cl, const tern_opencl_params *p, bool probe_mma, tern_error *err) {
+    tern_status st;
+    /* ids: the row ids of get_rows batches, grown on first use of a larger batch; it always
+     * exists because every dequant launch passes it, used or not */
+    if ((st = make_kernels(cl, err)) != TERN_OK || (st = gemm_from_params(cl, p, err)) != TERN_OK ||
+        (st = tern_cl_alloc(cl, 1024, NULL, &cl->ids, err)) != TERN_OK)
+        return st;
+    cl->ids_bytes = 1024;
+    if (probe_mma)
+        tern_cl_mma_probe(cl);
+    /* The tensor-core GEMM overtakes the per-token dp4a products between 32 and 64 tokens on a
+     * 7B shape and between 64 and 128 on a 1B one (docs/benchmarks.md, session 8): from 64. */
+    if (cl->mma && cl->tune.dot8 == 2 && !p->gemm_min_m)
+        cl->gemm_min_m = 64;
+    if (p->profile && !(cl->profile = calloc(1, sizeof *cl->profile)))
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    return TERN_OK;
+}
+
 tern_status tern_cl_create(int index, const tern_opencl_params *params, const tern_logger *log, tern_cl **out,
                            tern_error *err) {
     *out = NULL;
@@ -369,7 +403,6 @@ tern_status tern_cl_create(int index, const tern_opencl_params *params, const te
     if (p->split_bytes > 0 && p->split_bytes < cl->split_bytes)
         cl->split_bytes = p->split_bytes;
     cl->fail_after = p->fail_after > 0 ? p->fail_after : 0;
-    const bool profiling = p->profile;
 
     cl_int rc;
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
@@ -379,34 +412,52 @@ tern_status tern_cl_create(int index, const tern_opencl_params *params, const te
                             tern_cl_status_name(rc));
         goto fail;
     }
-    cl->queue =
-        cl->api.CreateCommandQueue(cl->context, cl->device, profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &rc);
-    if (!cl->queue || rc != CL_SUCCESS) {
-        st = tern_error_set(err, TERN_ERR_BACKEND, "clCreateCommandQueue on %s: %s", cl->info.name,
-                            tern_cl_status_name(rc));
+    if ((st = make_queue(cl, p->profile, err)) != TERN_OK ||
+        (st = tern_cl_build_program(cl, p, err)) != TERN_OK ||
+        (st = finish_handle(cl, p, true, err)) != TERN_OK)
         goto fail;
-    }
-    /* ids: the row ids of get_rows batches, grown on first use of a larger batch; it always
-     * exists because every dequant launch passes it, used or not */
-    if ((st = tern_cl_build_program(cl, p, err)) != TERN_OK || (st = make_kernels(cl, err)) != TERN_OK ||
-        (st = gemm_from_params(cl, p, err)) != TERN_OK ||
-        (st = tern_cl_alloc(cl, 1024, NULL, &cl->ids, err)) != TERN_OK)
-        goto fail;
-    tern_cl_mma_probe(cl);
-    /* The tensor-core GEMM overtakes the per-token dp4a products between 32 and 64 tokens on a
-     * 7B shape and between 64 and 128 on a 1B one (docs/benchmarks.md, session 8): from 64. */
-    if (cl->mma && cl->tune.dot8 == 2 && !p->gemm_min_m)
-        cl->gemm_min_m = 64;
-    if (profiling && !(cl->profile = calloc(1, sizeof *cl->profile))) {
-        st = tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    cl->ids_bytes = 1024;
     *out = cl;
     return TERN_OK;
 fail:
     tern_cl_free(cl);
     return st;
+}
+
+tern_status tern_cl_attach(const tern_cl *device, const tern_opencl_params *params, const tern_logger *log,
+                           tern_cl **out, tern_error *err) {
+    *out = NULL;
+    const tern_opencl_params defaults = {0};
+    const tern_opencl_params *p = params ? params : &defaults;
+    tern_cl *cl = calloc(1, sizeof *cl);
+    if (!cl)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    /* The device's facts, context, program and the choices made when it was built, borrowed: the
+     * device handle outlives this one and owns them. */
+    cl->attached = true;
+    cl->api = device->api;
+    cl->info = device->info;
+    cl->device = device->device;
+    cl->context = device->context;
+    cl->program = device->program;
+    memcpy(cl->origin, device->origin, sizeof cl->origin);
+    memcpy(cl->cache_file, device->cache_file, sizeof cl->cache_file);
+    memcpy(cl->cache_key, device->cache_key, sizeof cl->cache_key);
+    memcpy(cl->mma_state, device->mma_state, sizeof cl->mma_state);
+    cl->tune = device->tune;
+    cl->split_bytes = device->split_bytes;
+    cl->mma = device->mma;
+    cl->fail_after = p->fail_after > 0 ? p->fail_after : 0;
+    if (log)
+        cl->log = *log;
+    tern_status st = make_queue(cl, p->profile, err);
+    if (st == TERN_OK)
+        st = finish_handle(cl, p, false, err);
+    if (st != TERN_OK) {
+        tern_cl_free(cl);
+        return st;
+    }
+    *out = cl;
+    return TERN_OK;
 }
 
 void tern_cl_free(tern_cl *cl) {
@@ -430,11 +481,11 @@ void tern_cl_free(tern_cl *cl) {
     tern_cl_release(cl, cl->ids, cl->ids_bytes);
     tern_cl_release(cl, cl->att_part, cl->att_part_bytes);
     tern_cl_release(cl, cl->x8, cl->x8_bytes);
-    if (cl->program)
+    if (cl->program && !cl->attached)
         cl->api.ReleaseProgram(cl->program);
     if (cl->queue)
         cl->api.ReleaseCommandQueue(cl->queue);
-    if (cl->context)
+    if (cl->context && !cl->attached)
         cl->api.ReleaseContext(cl->context);
     free(cl);
 }

@@ -102,6 +102,8 @@ typedef struct tern_cl_profile {
 
 struct tern_cl {
     tern_cl_api api;
+    /* Made by tern_cl_attach: context and program are the device handle's, not released here. */
+    bool attached;
     tern_cl_device_info info;
     cl_device_id device;
     cl_context context;

@@ -65,6 +65,15 @@ typedef struct tern_cl tern_cl;
 tern_status tern_cl_create(int index, const tern_opencl_params *params, const tern_logger *log, tern_cl **out,
                            tern_error *err);
 void tern_cl_free(tern_cl *cl);
+/* A second handle on `device`'s device: the same OpenCL context and program, so the weights
+ * uploaded through `device` are read through it, and its own queue, kernel objects, scratch,
+ * launch count, failure state and profile, set from params' per-handle settings (gemm,
+ * gemm_min_m, fail_after, profile; the rest is the device's) and log. Handles on one device may
+ * run on different threads at once (one thread per handle): OpenCL's contexts, programs, buffers
+ * and queues are thread-safe, kernel objects are not (their arguments), and each handle has its
+ * own. `device` is only read, and must outlive the handle. */
+tern_status tern_cl_attach(const tern_cl *device, const tern_opencl_params *params, const tern_logger *log,
+                           tern_cl **out, tern_error *err);
 
 const tern_cl_device_info *tern_cl_device(const tern_cl *cl);
 /* "built", or "from the cache <path>"; and the gemm path in use ("clblast", "tiled"). */

@@ -85,6 +85,14 @@ has "memory and power steps skipped" "^\| 5 \| power: .* skipped: "
 has "context step ran" "^\| 6 \| context: .* \| [0-9.]+x \| [0-9.]+x \|"
 ls "$tmp"/tern-ladder-* >/dev/null 2>&1 && fail "ladder left its F16 file" || ok "ladder removed its F16 file"
 
+# ---- mkmodel: the real models' shapes (two layers: the width, the vocabulary, the arch's tensors) ----
+for shape in smollm2-135m:llama gemma3-270m:gemma3; do
+    expect "mkmodel --shape ${shape%%:*} --layers 2" 0 "$TERN" mkmodel --shape "${shape%%:*}" --layers 2 -t 2 "$tmp/shape.gguf"
+    expect "${shape%%:*} runs" 0 "$TERN" run -m "$tmp/shape.gguf" -p hello -n 2 --temp 0 -t 1
+    expect "${shape%%:*} info" 0 "$TERN" info "$tmp/shape.gguf"
+    has "${shape%%:*} is ${shape##*:}" "${shape##*:}"
+done
+
 # ---- kbench ----
 expect "kbench --help" 0 "$TERN" kbench --help
 expect "kbench unknown kernel" 2 "$TERN" kbench --kernel nope
