@@ -77,16 +77,19 @@ static void check_model(const char *path, bool tied) {
     const tern_gguf_tensor *embd = m->w.token_embd;
     const uint64_t row = embd->nbytes / (uint64_t)embd->ne[1];
     tern_decode_bytes db;
-    tern_model_decode_bytes(m, 0, &db);
+    tern_model_decode_bytes(m, 0, TERN_KV_F16, TERN_KV_F16, &db);
     assert_int_equal(m->w.tied_output, tied);
     /* tied: the embedding is the output head, read whole; untied: one row of it */
     assert_true(db.weights == (tied ? m->weight_bytes : m->weight_bytes - embd->nbytes + row));
     assert_true(db.kv == 0);
-    tern_model_decode_bytes(m, 100, &db);
+    tern_model_decode_bytes(m, 100, TERN_KV_F16, TERN_KV_F16, &db);
     /* K and V, every layer, FP16 */
     const uint64_t kv = 2ull * (uint64_t)m->hp.n_layer * 100u * (uint64_t)m->hp.n_head_kv *
                         (uint64_t)m->hp.head_dim_k * 2u;
     assert_true(db.kv == kv);
+    /* Q8_0: 34 bytes per 32 values (head_dim a multiple of 32) */
+    tern_model_decode_bytes(m, 100, TERN_KV_Q8_0, TERN_KV_Q8_0, &db);
+    assert_true(db.kv == kv / 2 / 32 * 34);
     tern_model_free(m);
 }
 

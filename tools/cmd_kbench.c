@@ -281,8 +281,9 @@ static void attn_part(void *arg, int thread, int n_threads) {
                 qs[n] = j->q + (i * j->n_head + h) * j->dim;
                 outs[n] = j->out + (i * j->n_head + h) * j->dim;
             }
-            tern_attn_queries(j->kt, j->dim, j->dim, n, qs, first, n_kv, j->kc + kvh * j->dim, (size_t)stride,
-                              j->vc + kvh * j->dim, (size_t)stride, scale, 0.0f, scores, outs);
+            const tern_kv_rows k = {j->kc + kvh * j->dim, (size_t)stride * sizeof *j->kc, TERN_TYPE_F16},
+                               v = {j->vc + kvh * j->dim, (size_t)stride * sizeof *j->vc, TERN_TYPE_F16};
+            tern_attn_queries(j->kt, j->dim, j->dim, n, qs, first, n_kv, &k, &v, scale, 0.0f, scores, outs);
         }
 }
 
