@@ -499,8 +499,8 @@ static void check_context(const tern_doctor_input *in, tern_doctor_check *c) {
          * within 1 % of FP16 on the models of docs/benchmarks.md) */
         const bool suggest_q8 = all_f16 && q8_possible;
         if (suggest_q8)
-            say(c, "a Q8_0 KV cache would be %s (~%.1fx the weights' bytes per token once full)",
-                bytes(q8.kv, b1, sizeof b1), db.weights ? 1 + (double)q8.kv / (double)db.weights : 1);
+            say(c, "a Q8_0 KV cache (-ctk q8_0 -ctv q8_0) would hold the same context in %s, %.0f%% of the weights",
+                bytes(q8.kv, b1, sizeof b1), db.weights ? 100 * (double)q8.kv / (double)db.weights : 0);
         fact(c, "kv_bytes_q8_0", (double)q8.kv);
         int64_t fit = per_pos ? (int64_t)(db.weights / 4 / per_pos) / 256 * 256 : 0;
         fit = fit < 256 ? 256 : fit;
