@@ -34,8 +34,8 @@ uint64_t tern_kv_cache_bytes(const tern_hparams *hp, int64_t n_ctx, uint32_t typ
 }
 
 /* One of tern_kv_check's two fields. */
-static tern_status kv_type_check(const tern_hparams *hp, const char *field, tern_kv_type t, int64_t head_dim,
-                                 uint32_t *out, tern_error *err) {
+static tern_status kv_type_check(const char *field, tern_kv_type t, int64_t head_dim, uint32_t *out,
+                                 tern_error *err) {
     if (t == TERN_KV_F16) {
         *out = TERN_TYPE_F16;
         return TERN_OK;
@@ -48,15 +48,14 @@ static tern_status kv_type_check(const tern_hparams *hp, const char *field, tern
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "%s q8_0 needs a head size that is a multiple of %d; this model's is %lld (use f16)",
                               field, TERN_QK8_0, (long long)head_dim);
-    (void)hp;
     *out = TERN_TYPE_Q8_0;
     return TERN_OK;
 }
 
 tern_status tern_kv_check(const tern_hparams *hp, tern_kv_type type_k, tern_kv_type type_v, uint32_t *k_type,
                           uint32_t *v_type, tern_error *err) {
-    tern_status st = kv_type_check(hp, "type_k", type_k, hp->head_dim_k, k_type, err);
-    return st != TERN_OK ? st : kv_type_check(hp, "type_v", type_v, hp->head_dim_v, v_type, err);
+    tern_status st = kv_type_check("type_k", type_k, hp->head_dim_k, k_type, err);
+    return st != TERN_OK ? st : kv_type_check("type_v", type_v, hp->head_dim_v, v_type, err);
 }
 
 static int64_t widest_row(const tern_hparams *hp) {
