@@ -112,15 +112,21 @@ static void rope_avx2(float *restrict x, int64_t n_heads, int64_t head_dim, int6
 
 /* The cache's two row formats (tern_kv_rows): q8 is a constant wherever these are inlined, so
  * each instance reads one format and the FP16 one compiles to what it was before Q8_0 rows.
- * 8 values of a row from column d, a multiple of 8 (so within one Q8_0 block of 32). */
-static TERN_AVX2_INLINE __m256 load8(const uint8_t *restrict row, int64_t d, const int q8) {
-    if (!q8)
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
-    const tern_block_q8_0 *b = (const tern_block_q8_0 *)row + d / TERN_QK8_0;
-    const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + d % TERN_QK8_0))));
-    return _mm256_mul_ps(x, _mm256_set1_ps(_cvtsh_ss(b->d)));
+ * A Q8_0 row is read a block at a time, its scale converted once per 32 values: applied to the
+ * block's partial sum (q.k), folded into the weight p_t (V), or to the 8 levels where a row is
+ * converted for several queries (qk_rows, pv_rows). Q8_0 rows have widths in whole blocks. */
+
+/* 8 values of an fp16 row from column d. */
+static TERN_AVX2_INLINE __m256 f16x8(const uint8_t *restrict row, int64_t d) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
 }
 
+/* Levels 8 i .. 8 i + 7 of a Q8_0 block, as f32 (unscaled). */
+static TERN_AVX2_INLINE __m256 q8_levels(const tern_block_q8_0 *restrict b, int i) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * i))));
+}
+
+/* Value d of a row, either format (the tails of rows that are not whole vectors: FP16 only). */
 static TERN_AVX2_INLINE float load1(const uint8_t *restrict row, int64_t d, const int q8) {
     if (!q8)
         return _cvtsh_ss(((const uint16_t *)row)[d]);
@@ -131,13 +137,24 @@ static TERN_AVX2_INLINE float load1(const uint8_t *restrict row, int64_t d, cons
 static TERN_AVX2_INLINE float dot_row(int64_t n, const float *restrict q, const uint8_t *restrict k, const int q8) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t d = 0;
-    for (; d + 16 <= n; d += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8(k, d, q8), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), load8(k, d + 8, q8), a1);
-    }
-    if (d + 8 <= n) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8(k, d, q8), a0);
-        d += 8;
+    if (q8) { /* per block: q times the levels in two chains, then the block's scale */
+        for (; d + TERN_QK8_0 <= n; d += TERN_QK8_0) {
+            const tern_block_q8_0 *b = (const tern_block_q8_0 *)k + d / TERN_QK8_0;
+            __m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(q + d), q8_levels(b, 0));
+            __m256 s1 = _mm256_mul_ps(_mm256_loadu_ps(q + d + 8), q8_levels(b, 1));
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 16), q8_levels(b, 2), s0);
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 24), q8_levels(b, 3), s1);
+            a0 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), _mm256_set1_ps(_cvtsh_ss(b->d)), a0);
+        }
+    } else {
+        for (; d + 16 <= n; d += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), f16x8(k, d), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), f16x8(k, d + 8), a1);
+        }
+        if (d + 8 <= n) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), f16x8(k, d), a0);
+            d += 8;
+        }
     }
     float sum = tern_avx2_hsum(_mm256_add_ps(a0, a1));
     for (; d < n; d++)
@@ -146,7 +163,8 @@ static TERN_AVX2_INLINE float dot_row(int64_t n, const float *restrict q, const 
 }
 
 /* out = sum_t p_t v_t over the columns [d0, d0 + 8 * width), 8 accumulators at most, so V rows are
- * read once per 64 columns. */
+ * read once per 64 columns. Q8_0: d0 is a multiple of 32 (the callers step by 64), and p_t times
+ * the block's scale multiplies its levels. */
 static TERN_AVX2_INLINE void weighted_rows(int64_t n_kv, const float *restrict p, const uint8_t *restrict v,
                                            size_t v_stride, const int q8, int64_t d0, int width, float inv_sum,
                                            float *restrict out) {
@@ -155,11 +173,22 @@ static TERN_AVX2_INLINE void weighted_rows(int64_t n_kv, const float *restrict p
     for (int j = 0; j < width; j++)
         acc[j] = _mm256_setzero_ps();
     for (int64_t t = 0; t < n_kv; t++) {
-        const __m256 pt = _mm256_broadcast_ss(&p[t]);
         const uint8_t *vt = v + (size_t)t * v_stride;
+        if (q8) {
+            const tern_block_q8_0 *b = (const tern_block_q8_0 *)vt + d0 / TERN_QK8_0;
+            __m256 pt = _mm256_setzero_ps();
 #pragma GCC unroll 8
-        for (int j = 0; j < width; j++)
-            acc[j] = _mm256_fmadd_ps(pt, load8(vt, d0 + 8 * j, q8), acc[j]);
+            for (int j = 0; j < width; j++) {
+                if (j % 4 == 0)
+                    pt = _mm256_set1_ps(p[t] * _cvtsh_ss(b[j / 4].d));
+                acc[j] = _mm256_fmadd_ps(pt, q8_levels(&b[j / 4], j % 4), acc[j]);
+            }
+        } else {
+            const __m256 pt = _mm256_broadcast_ss(&p[t]);
+#pragma GCC unroll 8
+            for (int j = 0; j < width; j++)
+                acc[j] = _mm256_fmadd_ps(pt, f16x8(vt, d0 + 8 * j), acc[j]);
+        }
     }
 #pragma GCC unroll 8
     for (int j = 0; j < width; j++)
@@ -259,8 +288,19 @@ static TERN_AVX2_INLINE void qk_rows(int64_t dk, const int nq, const float *cons
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
             acc[i] = _mm256_setzero_ps();
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(); /* Q8_0: the two keys' block scales */
         for (int64_t d = 0; d < dk; d += 8) {
-            const __m256 x0 = load8(k0, d, q8), x1 = load8(k1, d, q8);
+            __m256 x0, x1;
+            if (q8) {
+                const tern_block_q8_0 *b0 = (const tern_block_q8_0 *)k0 + d / TERN_QK8_0,
+                                      *b1 = (const tern_block_q8_0 *)k1 + d / TERN_QK8_0;
+                if (d % TERN_QK8_0 == 0)
+                    s0 = _mm256_set1_ps(_cvtsh_ss(b0->d)), s1 = _mm256_set1_ps(_cvtsh_ss(b1->d));
+                x0 = _mm256_mul_ps(q8_levels(b0, (int)(d % TERN_QK8_0) / 8), s0);
+                x1 = _mm256_mul_ps(q8_levels(b1, (int)(d % TERN_QK8_0) / 8), s1);
+            } else {
+                x0 = f16x8(k0, d), x1 = f16x8(k1, d);
+            }
 #pragma GCC unroll 4
             for (int j = 0; j < nq; j++) {
                 const __m256 qj = _mm256_loadu_ps(q[j] + d);
@@ -293,9 +333,19 @@ static TERN_AVX2_INLINE void pv_rows(int64_t dv, const int nq, const float *rest
     const int64_t chunk = PV_BUF_FLOATS / dv;
     for (int64_t c0 = t0; c0 < t1; c0 += chunk) {
         const int64_t n = t1 - c0 < chunk ? t1 - c0 : chunk;
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t d = 0; d < dv; d += 8)
-                _mm256_store_ps(buf + t * dv + d, load8(v + (size_t)(c0 + t) * v_stride, d, q8));
+        for (int64_t t = 0; t < n; t++) {
+            if (!q8) {
+                for (int64_t d = 0; d < dv; d += 8)
+                    _mm256_store_ps(buf + t * dv + d, f16x8(v + (size_t)(c0 + t) * v_stride, d));
+                continue;
+            }
+            const tern_block_q8_0 *b = (const tern_block_q8_0 *)(v + (size_t)(c0 + t) * v_stride);
+            for (int64_t d = 0; d < dv; d += TERN_QK8_0, b++) { /* a block: its scale converted once */
+                const __m256 scale = _mm256_set1_ps(_cvtsh_ss(b->d));
+                for (int i = 0; i < 4; i++)
+                    _mm256_store_ps(buf + t * dv + d + 8 * i, _mm256_mul_ps(q8_levels(b, i), scale));
+            }
+        }
         const float *pc = p + c0 - lo;
         int64_t d = 0;
         for (; d + 16 <= dv; d += 16) { /* 16 columns: 2 sums per query */
