@@ -100,11 +100,38 @@ static inline __attribute__((always_inline)) float load1(const uint8_t *restrict
     return (float)b->qs[d % TERN_QK8_0] * f16_to_f32_1(b->d);
 }
 
-/* q . k_t over dk: 16 per step in 4 FMA chains, then 4 per step, then one by one. */
+/* The 32 levels of a Q8_0 block as 8 x 4 f32, unscaled: the block's scale is applied once, to
+ * its partial sum (q.k) or to the weight p_t (V), not per 4 values. */
+static inline __attribute__((always_inline)) void q8_block_levels(const tern_block_q8_0 *restrict b,
+                                                                  float32x4_t x[8]) {
+    const int8x16_t lo = vld1q_s8(b->qs), hi = vld1q_s8(b->qs + 16);
+    const int16x8_t w[4] = {vmovl_s8(vget_low_s8(lo)), vmovl_high_s8(lo), vmovl_s8(vget_low_s8(hi)),
+                            vmovl_high_s8(hi)};
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        x[2 * i] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(w[i])));
+        x[2 * i + 1] = vcvtq_f32_s32(vmovl_high_s16(w[i]));
+    }
+}
+
+/* q . k_t over dk: 16 per step in 4 FMA chains, then 4 per step, then one by one; Q8_0 rows a
+ * block at a time. */
 static inline __attribute__((always_inline)) float dot_q_k(int64_t dk, const float *restrict q,
                                                            const uint8_t *restrict kt, const int q8) {
     float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     int64_t d = 0;
+    for (; q8 && d + TERN_QK8_0 <= dk; d += TERN_QK8_0) {
+        const tern_block_q8_0 *b = (const tern_block_q8_0 *)kt + d / TERN_QK8_0;
+        float32x4_t x[8];
+        q8_block_levels(b, x);
+        float32x4_t s0 = vmulq_f32(vld1q_f32(q + d), x[0]), s1 = vmulq_f32(vld1q_f32(q + d + 4), x[1]);
+        #pragma GCC unroll 3
+        for (int i = 1; i < 4; i++) {
+            s0 = vfmaq_f32(s0, vld1q_f32(q + d + 8 * i), x[2 * i]);
+            s1 = vfmaq_f32(s1, vld1q_f32(q + d + 8 * i + 4), x[2 * i + 1]);
+        }
+        a[0] = vfmaq_n_f32(a[0], vaddq_f32(s0, s1), f16_to_f32_1(b->d));
+    }
     for (; d + 16 <= dk; d += 16)
         #pragma GCC unroll 8
         for (int l = 0; l < 4; l++)
@@ -129,6 +156,16 @@ static inline __attribute__((always_inline)) void attn_v_cols(int nv, int64_t n_
         acc[u] = vdupq_n_f32(0.0f);
     for (int64_t t = 0; t < n_kv; t++) {
         const uint8_t *vt = v + (size_t)t * v_stride;
+        if (q8 && nv == 8) { /* one whole block (d0 is a multiple of 32): p_t times its scale */
+            const tern_block_q8_0 *b = (const tern_block_q8_0 *)vt + d0 / TERN_QK8_0;
+            float32x4_t x[8];
+            q8_block_levels(b, x);
+            const float pt = p[t] * f16_to_f32_1(b->d);
+            #pragma GCC unroll 8
+            for (int u = 0; u < 8; u++)
+                acc[u] = vfmaq_n_f32(acc[u], x[u], pt);
+            continue;
+        }
         #pragma GCC unroll 8
         for (int u = 0; u < nv; u++)
             acc[u] = vfmaq_n_f32(acc[u], load4(vt, d0 + 4 * u, q8), p[t]);
