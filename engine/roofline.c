@@ -71,7 +71,8 @@ done:
     return st;
 }
 
-void tern_model_decode_bytes(const tern_model *m, int64_t n_past, tern_decode_bytes *out) {
+void tern_model_decode_bytes(const tern_model *m, int64_t n_past, tern_kv_type type_k, tern_kv_type type_v,
+                             tern_decode_bytes *out) {
     memset(out, 0, sizeof *out);
     out->weights = m->weight_bytes;
     const tern_gguf_tensor *embd = m->w.token_embd;
@@ -79,7 +80,9 @@ void tern_model_decode_bytes(const tern_model *m, int64_t n_past, tern_decode_by
      * read whole. */
     if (embd && !m->w.tied_output && embd->ne[1] > 0)
         out->weights -= embd->nbytes - embd->nbytes / (uint64_t)embd->ne[1];
-    out->kv = n_past > 0 ? tern_kv_cache_bytes(&m->hp, n_past) : 0;
+    out->kv = n_past > 0 ? tern_kv_cache_bytes(&m->hp, n_past, type_k == TERN_KV_Q8_0 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16,
+                                               type_v == TERN_KV_Q8_0 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16)
+                           : 0;
 }
 
 double tern_roofline_tokens_per_s(double gbs, uint64_t bytes_per_token) {

@@ -33,10 +33,11 @@ tern_status tern_bandwidth_measure(int n_threads, const int *cpus, size_t bytes,
 /* Bytes one decode step of a model reads. */
 typedef struct tern_decode_bytes {
     uint64_t weights; /* every tensor, except that only one row of an untied token embedding is read */
-    uint64_t kv;      /* K and V of every layer for n_past cached positions (FP16) */
+    uint64_t kv;      /* K and V of every layer for n_past cached positions, in the cache's types */
 } tern_decode_bytes;
 
-void tern_model_decode_bytes(const tern_model *model, int64_t n_past, tern_decode_bytes *out);
+void tern_model_decode_bytes(const tern_model *model, int64_t n_past, tern_kv_type type_k, tern_kv_type type_v,
+                             tern_decode_bytes *out);
 
 /* Tokens per second at the roofline: gbs * 1e9 / bytes_per_token (0 when either is 0). */
 double tern_roofline_tokens_per_s(double gbs, uint64_t bytes_per_token);
