@@ -700,30 +700,36 @@ static void test_kv_attention(void **state) {
     tern_cl_free(cl);
 }
 
-/* One query (decode) over a long cache: the keys are cut into spans on several work-groups and
- * merged (with one head there are more spans than chunks of keys need, so some spans are empty).
- * Positions 1, 129 and 1099: one key, one chunk plus one key, many spans. */
-static void test_attention_spans(void **state) {
-    (void)state;
+/* One query (decode) over a long cache, FP16 and Q8_0: the keys are cut into spans on several
+ * work-groups and merged. Positions 1, 129 and 1099: one key, one chunk plus one key, three spans
+ * of ATT_SPAN_MIN keys. */
+static void check_attention_spans(bool q8) {
     const int64_t dk = 64, dv = 64, n_ctx = 1100;
+    const uint32_t type = q8 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16;
+    const size_t k_row = tern_type_row_bytes(type, dk), v_row = tern_type_row_bytes(type, dv);
     float *k = random_floats((size_t)(n_ctx * dk), 1.5f), *v = random_floats((size_t)(n_ctx * dv), 1.0f);
     float *q = random_floats((size_t)dk, 1.5f), got[64], want[64], *scores = malloc(sizeof(float) * n_ctx);
-    uint16_t *kh = malloc(2 * (size_t)(n_ctx * dk)), *vh = malloc(2 * (size_t)(n_ctx * dv));
-    g_ref.f32_to_f16(n_ctx * dk, k, kh);
-    g_ref.f32_to_f16(n_ctx * dv, v, vh);
-    cl_mem kc = put(g_cl, kh, 2 * (size_t)(n_ctx * dk)), vc = put(g_cl, vh, 2 * (size_t)(n_ctx * dv));
+    uint8_t *kh = malloc(k_row * (size_t)n_ctx), *vh = malloc(v_row * (size_t)n_ctx);
+    if (q8) {
+        tern_quantize_row_q8_0(k, kh, n_ctx * dk);
+        tern_quantize_row_q8_0(v, vh, n_ctx * dv);
+    } else {
+        g_ref.f32_to_f16(n_ctx * dk, k, (uint16_t *)kh);
+        g_ref.f32_to_f16(n_ctx * dv, v, (uint16_t *)vh);
+    }
+    cl_mem kc = put(g_cl, kh, k_row * (size_t)n_ctx), vc = put(g_cl, vh, v_row * (size_t)n_ctx);
     cl_mem qd = put(g_cl, q, sizeof(float) * (size_t)dk), od = put(g_cl, NULL, sizeof(float) * (size_t)dv);
     const int64_t positions[] = {0, 128, n_ctx - 1};
     for (int i = 0; i < 3; i++) {
-        const tern_cl_attn_shape s = {positions[i], 1, 1, 1, dk, dv, dk, dv, 0, 0.13f, 0.0f, false, false};
+        const tern_cl_attn_shape s = {positions[i], 1, 1, 1, dk, dv, dk, dv, 0, 0.13f, 0.0f, q8, q8};
         tern_cl_attention(g_cl, qd, kc, vc, &s, od);
         get(g_cl, od, got, sizeof(float) * (size_t)dv);
-        const tern_kv_rows kr = {kh, 2 * (size_t)dk, TERN_TYPE_F16}, vr = {vh, 2 * (size_t)dv, TERN_TYPE_F16};
+        const tern_kv_rows kr = {kh, k_row, type}, vr = {vh, v_row, type};
         g_ref.attn_head(dk, dv, positions[i] + 1, q, &kr, &vr, 0.13f, scores, want);
         for (int64_t d = 0; d < dv; d++)
             if (fabsf(got[d] - want[d]) > 1e-5f)
-                fail_msg("attention at position %lld [%lld]: %.7g, want %.7g", (long long)positions[i],
-                         (long long)d, got[d], want[d]);
+                fail_msg("attention (%s) at position %lld [%lld]: %.7g, want %.7g", tern_type_name(type),
+                         (long long)positions[i], (long long)d, got[d], want[d]);
     }
     tern_cl_release(g_cl, kc, 0);
     tern_cl_release(g_cl, vc, 0);
@@ -735,6 +741,12 @@ static void test_attention_spans(void **state) {
     free(kh);
     free(vh);
     free(scores);
+}
+
+static void test_attention_spans(void **state) {
+    (void)state;
+    check_attention_spans(false);
+    check_attention_spans(true);
 }
 
 /* With int8 products, attention writes its output rounded for the product that follows (the
