@@ -1,6 +1,7 @@
 /*
  * tern.h, contexts: the memory plan, backend and thread choice, evaluation in batches.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ struct tern_context {
     tern_logger log; /* params.log_fn and log_user */
     char isa[64];    /* params.isa's copy: the caller's string is borrowed for tern_context_create only,
                       * and a fallback to the CPU later reads it again */
+    uint32_t type_k, type_v; /* the KV cache's tern types (tern_kv_check) */
 };
 
 tern_context_params tern_context_default_params(void) {
@@ -38,8 +40,17 @@ tern_context_params tern_context_default_params(void) {
     return p;
 }
 
-/* The sizes of every released layout of tern_context_params (tern_params_take). */
-static const size_t context_params_sizes[] = {sizeof(tern_context_params)};
+/* The sizes of every released layout of tern_context_params (tern_params_take): before the KV
+ * cache types, and now. */
+static const size_t context_params_sizes[] = {offsetof(tern_context_params, type_k), sizeof(tern_context_params)};
+
+const char *tern_kv_type_name(tern_kv_type type) {
+    switch (type) {
+    case TERN_KV_F16: return "f16";
+    case TERN_KV_Q8_0: return "q8_0";
+    }
+    return NULL;
+}
 
 static void format_bytes(uint64_t b, char *buf, size_t cap) {
     if (b >= (1ull << 30))
@@ -97,7 +108,7 @@ static tern_status start_cpu(tern_context *c, int n_threads, const int *cpus, te
     if (st == TERN_OK) {
         tern_backend_cpu_note_copied(c->backend, c->binding->bytes);
         st = tern_forward_create(c->model, c->backend, &c->binding->w, c->params.n_ctx, c->params.n_batch,
-                                 c->params.logits_all, &c->fwd, err);
+                                 c->params.logits_all, c->type_k, c->type_v, &c->fwd, err);
     }
     c->info.weights_shared = !made;
     return st;
@@ -157,7 +168,7 @@ static tern_status choose_backend(tern_context *c, int n_threads, const int *cpu
             st = tern_backend_opencl_attach(c->binding->be, &p->opencl, &c->log, &c->backend, &e);
         if (st == TERN_OK)
             st = tern_forward_create(c->model, c->backend, &c->binding->w, p->n_ctx, p->n_batch,
-                                     p->logits_all, &c->fwd, &e);
+                                     p->logits_all, c->type_k, c->type_v, &c->fwd, &e);
         c->info.weights_shared = !made;
         if (st == TERN_OK) {
             const char *name = strchr(c->backend->description, '(');
@@ -211,11 +222,13 @@ static tern_status fall_back_to_cpu(tern_context *c, const char *why, tern_error
     return st;
 }
 
-tern_status tern_context_create(tern_model *m, const tern_context_params *params, tern_context **out,
-                                tern_error *err) {
-    if (!m || !out)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_context_create: model and out are required");
-    *out = NULL;
+/* The caller's parameters taken (their layout), checked against the model and completed with the
+ * defaults, the KV cache's tern types, whether the weights are held for another context already, and
+ * the memory plan they make: what tern_context_create
+ * starts from and tern_model_plan_context reports. */
+static tern_status settle_params(const tern_model *m, const tern_context_params *params, tern_context_params *out,
+                                 uint32_t *type_k, uint32_t *type_v, bool *bound, tern_memory_plan *plan,
+                                 tern_error *err) {
     tern_context_params p = tern_context_default_params();
     if (params && tern_params_take(&p, sizeof p, params, context_params_sizes,
                                    sizeof context_params_sizes / sizeof context_params_sizes[0],
@@ -238,15 +251,47 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
         p.n_batch = 512;
     if (p.n_batch > p.n_ctx)
         p.n_batch = p.n_ctx;
-
+    tern_status st = tern_kv_check(hp, p.type_k, p.type_v, type_k, type_v, err);
+    if (st != TERN_OK)
+        return st;
     /* Weights that another context holds already are not counted again: the binding this context
      * would take (either one under auto) exists. */
     const bool gpu_only = p.backend == TERN_BACKEND_AUTO && !p.opencl.any_device;
-    const bool bound =
-        (p.backend != TERN_BACKEND_CPU && tern_binding_exists(m, TERN_BACKEND_OPENCL, &p, gpu_only)) ||
-        (p.backend != TERN_BACKEND_OPENCL && tern_binding_exists(m, TERN_BACKEND_CPU, &p, false));
+    *bound = (p.backend != TERN_BACKEND_CPU && tern_binding_exists(m, TERN_BACKEND_OPENCL, &p, gpu_only)) ||
+             (p.backend != TERN_BACKEND_OPENCL && tern_binding_exists(m, TERN_BACKEND_CPU, &p, false));
+    tern_model_plan_memory_for(m, p.n_ctx, p.n_batch, p.logits_all, *type_k, *type_v, *bound, plan);
+    *out = p;
+    return TERN_OK;
+}
+
+tern_status tern_model_plan_context(const tern_model *m, const tern_context_params *params, tern_memory_plan *plan,
+                                    tern_error *err) {
+    if (!m || !plan)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_model_plan_context: model and plan are required");
+    memset(plan, 0, sizeof *plan);
+    tern_context_params p;
+    uint32_t type_k, type_v;
+    tern_memory_plan settled;
+    bool bound = false;
+    tern_status st = settle_params(m, params, &p, &type_k, &type_v, &bound, &settled, err);
+    if (st == TERN_OK)
+        *plan = settled;
+    return st;
+}
+
+tern_status tern_context_create(tern_model *m, const tern_context_params *params, tern_context **out,
+                                tern_error *err) {
+    if (!m || !out)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "tern_context_create: model and out are required");
+    *out = NULL;
+    tern_context_params p;
+    uint32_t type_k, type_v;
     tern_memory_plan plan;
-    tern_model_plan_memory_for(m, p.n_ctx, p.n_batch, p.logits_all, bound, &plan);
+    bool bound = false;
+    tern_status st0 = settle_params(m, params, &p, &type_k, &type_v, &bound, &plan, err);
+    if (st0 != TERN_OK)
+        return st0;
+    const tern_hparams *hp = &m->hp;
     if (!plan.fits && !p.force) {
         char need[32], have[32], w[32], kv[32];
         format_bytes(plan.total, need, sizeof need);
@@ -272,6 +317,8 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
         return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
     c->model = m;
     c->params = p;
+    c->type_k = type_k;
+    c->type_v = type_v;
     if (p.isa) {
         snprintf(c->isa, sizeof c->isa, "%s", p.isa);
         c->params.isa = c->isa;
@@ -301,6 +348,8 @@ tern_status tern_context_create(tern_model *m, const tern_context_params *params
     c->info.scratch_bytes = plan.scratch;
     c->info.weight_bytes = plan.weights;
     c->info.mem_available = plan.available;
+    c->info.type_k = p.type_k;
+    c->info.type_v = p.type_v;
     *out = c;
     return TERN_OK;
 fail:

@@ -315,11 +315,11 @@ void tern_model_get_info(const tern_model *m, tern_model_info *info) {
 #define DEFAULT_BATCH 512
 
 void tern_model_plan_memory(const tern_model *m, int64_t n_ctx, int64_t n_batch, tern_memory_plan *plan) {
-    tern_model_plan_memory_for(m, n_ctx, n_batch, false, false, plan);
+    tern_model_plan_memory_for(m, n_ctx, n_batch, false, TERN_TYPE_F16, TERN_TYPE_F16, false, plan);
 }
 
 void tern_model_plan_memory_for(const tern_model *m, int64_t n_ctx, int64_t n_batch, bool logits_all,
-                                bool weights_bound, tern_memory_plan *plan) {
+                                uint32_t type_k, uint32_t type_v, bool weights_bound, tern_memory_plan *plan) {
     if (!plan)
         return;
     memset(plan, 0, sizeof *plan);
@@ -337,7 +337,7 @@ void tern_model_plan_memory_for(const tern_model *m, int64_t n_ctx, int64_t n_ba
     /* Byte counts are exact up to the largest context a context may have; beyond it they would
      * wrap, so they saturate and the plan never fits (a context that large is refused anyway). */
     const bool beyond = n_ctx > TERN_MAX_CONTEXT;
-    plan->kv_cache = beyond ? UINT64_MAX : tern_kv_cache_bytes(&m->hp, n_ctx);
+    plan->kv_cache = beyond ? UINT64_MAX : tern_kv_cache_bytes(&m->hp, n_ctx, type_k, type_v);
     plan->scratch = beyond ? UINT64_MAX : tern_forward_scratch_bytes(&m->hp, n_batch, logits_all);
     plan->total = beyond ? UINT64_MAX : plan->weights + plan->kv_cache + plan->scratch;
     tern_meminfo mi;
@@ -345,7 +345,7 @@ void tern_model_plan_memory_for(const tern_model *m, int64_t n_ctx, int64_t n_ba
         plan->available = (uint64_t)mi.available_bytes;
     plan->fits = !beyond && (plan->available == 0 || plan->total <= plan->available);
     /* Largest context that fits: KV grows linearly with n_ctx. */
-    uint64_t per_pos = tern_kv_cache_bytes(&m->hp, 1);
+    uint64_t per_pos = tern_kv_cache_bytes(&m->hp, 1, type_k, type_v);
     if (plan->available == 0)
         plan->max_ctx_fit = m->hp.n_ctx_train;
     else if (plan->available > plan->weights + plan->scratch && per_pos > 0) {

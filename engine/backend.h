@@ -4,8 +4,8 @@
  * The forward pass is written once against this table. The CPU backend (engine/backend_cpu.c)
  * and the OpenCL backend (kernels/opencl/, engine/backend_opencl.c) implement it. Activations
  * live in backend buffers (tern_buf): [rows, cols] f32, row-major. Weights stay quantized in the
- * backend (mmap'd on the CPU, uploaded once on a GPU). The KV cache is FP16 and owned by the
- * backend.
+ * backend (mmap'd on the CPU, uploaded once on a GPU). The KV cache (FP16, or Q8_0 blocks: the
+ * context's type_k, type_v) is owned by the backend.
  *
  * Ops are enqueued and may run asynchronously (a GPU queue); they report nothing themselves.
  * The first failure is remembered and returned by finish(), after which further ops are no-ops.
@@ -27,6 +27,9 @@ typedef struct tern_kv_shape {
     int64_t n_ctx;
     int64_t k_width; /* n_head_kv * head_dim_k per position */
     int64_t v_width; /* n_head_kv * head_dim_v */
+    /* What a row stores: TERN_TYPE_F16, or TERN_TYPE_Q8_0 (each head's values whole blocks of 32;
+     * tern_kv_check saw to it). */
+    uint32_t type_k, type_v;
 } tern_kv_shape;
 
 /* Attention of n_tokens queries at positions pos0..pos0+n_tokens-1 over the cache of one layer. */
@@ -103,7 +106,7 @@ typedef struct tern_backend_ops {
     void (*rmsnorm)(tern_backend *be, const tern_buf *x, const tern_weight *w, int64_t n_rows, float eps,
                     tern_buf *y);
     void (*rope)(tern_backend *be, tern_buf *x, const tern_rope_params *p);
-    /* Store k and v rows (n_tokens) at positions pos0.. of a layer, converting to FP16. */
+    /* Store k and v rows (n_tokens) at positions pos0.. of a layer, converting to the cache's types. */
     void (*kv_store)(tern_backend *be, int layer, const tern_buf *k, const tern_buf *v, int64_t pos0,
                      int64_t n_tokens);
     void (*attention)(tern_backend *be, const tern_buf *q, const tern_attn_params *p, tern_buf *out);

@@ -1,6 +1,6 @@
 /*
  * The CPU backend: weights are the mapped file (zero copy), activations are f32 arrays, the KV
- * cache is FP16, and every op is split across a persistent thread pool by rows (matmul), by
+ * cache is FP16 or Q8_0 (the context's type_k, type_v), and every op is split across a persistent thread pool by rows (matmul), by
  * (token, head) pairs (attention) or by tokens (norms, rope). Ops run synchronously; scratch is
  * sized once, so the per-token path allocates nothing.
  *
@@ -43,9 +43,10 @@ typedef struct cpu_backend {
     tern_threadpool *pool;
     int n_threads;
 
-    /* KV cache: [layer][pos][width] fp16 */
+    /* KV cache: [layer][pos] rows of width values in the shape's types, k_row / v_row bytes each */
     tern_kv_shape kv;
-    uint16_t *k_cache, *v_cache;
+    uint8_t *k_cache, *v_cache;
+    size_t k_row, v_row;
 
     /* Scratch: the input of a group of products quantized to their dot formats (at most two:
      * Q8_K for the K-quants, Q8_0 for the 32-element types), grown on first use only. */
@@ -194,15 +195,17 @@ static void cpu_buf_free(tern_backend *be, tern_buf *b) {
 
 static tern_status cpu_kv_create(tern_backend *be, const tern_kv_shape *s, tern_error *err) {
     cpu_backend *c = cpu(be);
+    const size_t k_row = tern_type_row_bytes(s->type_k, s->k_width), v_row = tern_type_row_bytes(s->type_v, s->v_width);
     uint64_t kn, vn;
-    if (tern_mul_overflows_u64((uint64_t)s->n_layer * (uint64_t)s->n_ctx, (uint64_t)s->k_width, &kn) ||
-        tern_mul_overflows_u64((uint64_t)s->n_layer * (uint64_t)s->n_ctx, (uint64_t)s->v_width, &vn) ||
-        kn > SIZE_MAX / 4 || vn > SIZE_MAX / 4)
+    if (k_row == 0 || v_row == 0 ||
+        tern_mul_overflows_u64((uint64_t)s->n_layer * (uint64_t)s->n_ctx, (uint64_t)k_row, &kn) ||
+        tern_mul_overflows_u64((uint64_t)s->n_layer * (uint64_t)s->n_ctx, (uint64_t)v_row, &vn) ||
+        kn > SIZE_MAX / 2 || vn > SIZE_MAX / 2)
         return tern_error_set(err, TERN_ERR_NOMEM, "KV cache size overflows");
     free(c->k_cache);
     free(c->v_cache);
-    c->k_cache = malloc(kn * sizeof(uint16_t));
-    c->v_cache = malloc(vn * sizeof(uint16_t));
+    c->k_cache = malloc(kn);
+    c->v_cache = malloc(vn);
     /* Per thread: attention scores (n_ctx per query, TERN_ATTN_ROWS queries at once) or rope's cos/sin
      * pairs (n_rot <= 8192), never both at once. */
     int64_t per_thread = s->n_ctx * TERN_ATTN_ROWS > 8192 ? s->n_ctx * TERN_ATTN_ROWS : 8192;
@@ -210,10 +213,12 @@ static tern_status cpu_kv_create(tern_backend *be, const tern_kv_shape *s, tern_
     c->thread_scratch = malloc((size_t)per_thread * (size_t)c->n_threads * sizeof(float));
     if (!c->k_cache || !c->v_cache || !c->thread_scratch)
         return tern_error_set(err, TERN_ERR_NOMEM, "cannot allocate the KV cache (%llu bytes)",
-                              (unsigned long long)((kn + vn) * 2));
+                              (unsigned long long)(kn + vn));
     c->thread_scratch_floats = per_thread;
     c->kv = *s;
-    c->bytes_allocated += (kn + vn) * 2;
+    c->k_row = k_row;
+    c->v_row = v_row;
+    c->bytes_allocated += kn + vn;
     return TERN_OK;
 }
 
@@ -477,6 +482,18 @@ static void cpu_rope(tern_backend *be, tern_buf *x, const tern_rope_params *p) {
     run_tasks(c, rope_run, &t, tasks_for(c, p->n_tokens, 2));
 }
 
+/* n rows of width values into the cache at dst (row_bytes apart): fp16, or Q8_0 blocks through the
+ * activation quantizer, which writes tern_quantize_row_q8_0's bytes. */
+static void store_rows(const cpu_backend *c, uint32_t type, const float *x, int64_t n, int64_t width, uint8_t *dst,
+                       size_t row_bytes) {
+    if (type == TERN_TYPE_F16) {
+        c->kernels.f32_to_f16(n * width, x, (uint16_t *)dst);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        c->kernels.quantize_act[TERN_TYPE_Q8_0](x + i * width, dst + (size_t)i * row_bytes, width);
+}
+
 static void cpu_kv_store(tern_backend *be, int layer, const tern_buf *k, const tern_buf *v, int64_t pos0,
                          int64_t n_tokens) {
     cpu_backend *c = cpu(be);
@@ -487,10 +504,9 @@ static void cpu_kv_store(tern_backend *be, int layer, const tern_buf *k, const t
         return;
     }
     const tern_kv_shape *s = &c->kv;
-    uint16_t *kd = c->k_cache + ((size_t)layer * (size_t)s->n_ctx + (size_t)pos0) * (size_t)s->k_width;
-    uint16_t *vd = c->v_cache + ((size_t)layer * (size_t)s->n_ctx + (size_t)pos0) * (size_t)s->v_width;
-    c->kernels.f32_to_f16(n_tokens * s->k_width, k->data, kd);
-    c->kernels.f32_to_f16(n_tokens * s->v_width, v->data, vd);
+    const size_t at = (size_t)layer * (size_t)s->n_ctx + (size_t)pos0;
+    store_rows(c, s->type_k, k->data, n_tokens, s->k_width, c->k_cache + at * c->k_row, c->k_row);
+    store_rows(c, s->type_v, v->data, n_tokens, s->v_width, c->v_cache + at * c->v_row, c->v_row);
 }
 
 typedef struct attn_task {
@@ -513,8 +529,8 @@ static void attention_run(void *arg, int ith, int nth) {
     const tern_attn_params *p = t->p;
     const tern_kv_shape *s = &t->c->kv;
     float *scores = t->c->thread_scratch + (size_t)ith * (size_t)t->c->thread_scratch_floats;
-    const uint16_t *kl = t->c->k_cache + (size_t)p->layer * (size_t)s->n_ctx * (size_t)s->k_width;
-    const uint16_t *vl = t->c->v_cache + (size_t)p->layer * (size_t)s->n_ctx * (size_t)s->v_width;
+    const uint8_t *kl = t->c->k_cache + (size_t)p->layer * (size_t)s->n_ctx * t->c->k_row;
+    const uint8_t *vl = t->c->v_cache + (size_t)p->layer * (size_t)s->n_ctx * t->c->v_row;
     const int64_t group = p->n_head / p->n_head_kv;
     int64_t runs, lo, hi;
     split_range(attn_jobs(p, &runs), ith, nth, 1, &lo, &hi);
@@ -531,9 +547,11 @@ static void attention_run(void *arg, int ith, int nth) {
             qs[n] = t->q + (i * p->n_head + h) * p->head_dim_k;
             outs[n] = t->out + (i * p->n_head + h) * p->head_dim_v;
         }
-        tern_attn_queries(&t->c->kernels, p->head_dim_k, p->head_dim_v, n, qs, first, n_kv,
-                          kl + (size_t)(hk * p->head_dim_k), (size_t)s->k_width, vl + (size_t)(hk * p->head_dim_v),
-                          (size_t)s->v_width, p->scale, p->softcap, scores, outs);
+        /* head hk's first value: its offset in bytes of the row's type (Q8_0: whole blocks) */
+        const tern_kv_rows kr = {kl + tern_type_row_bytes(s->type_k, hk * p->head_dim_k), t->c->k_row, s->type_k},
+                           vr = {vl + tern_type_row_bytes(s->type_v, hk * p->head_dim_v), t->c->v_row, s->type_v};
+        tern_attn_queries(&t->c->kernels, p->head_dim_k, p->head_dim_v, n, qs, first, n_kv, &kr, &vr, p->scale,
+                          p->softcap, scores, outs);
     }
 }
 

@@ -131,12 +131,17 @@ static void ocl_buf_free(tern_backend *be, tern_buf *b) {
     free(b);
 }
 
+/* Bytes of one layer's K or V cache: n_ctx rows of width values in the cache's type. */
+static size_t kv_layer_bytes(const tern_kv_shape *s, bool v) {
+    return (size_t)s->n_ctx * tern_type_row_bytes(v ? s->type_v : s->type_k, v ? s->v_width : s->k_width);
+}
+
 static void free_kv(ocl_backend *b) {
     for (int64_t l = 0; l < b->kv.n_layer; l++) {
         if (b->k_cache)
-            tern_cl_release(b->cl, b->k_cache[l], (size_t)(b->kv.n_ctx * b->kv.k_width) * 2);
+            tern_cl_release(b->cl, b->k_cache[l], kv_layer_bytes(&b->kv, false));
         if (b->v_cache)
-            tern_cl_release(b->cl, b->v_cache[l], (size_t)(b->kv.n_ctx * b->kv.v_width) * 2);
+            tern_cl_release(b->cl, b->v_cache[l], kv_layer_bytes(&b->kv, true));
     }
     free(b->k_cache);
     free(b->v_cache);
@@ -167,10 +172,9 @@ static tern_status ocl_kv_create(tern_backend *be, const tern_kv_shape *s, tern_
     b->kv = *s;
     for (int64_t l = 0; l < s->n_layer; l++) {
         tern_error inner = {0};
-        tern_status st =
-            tern_cl_alloc(b->cl, (size_t)(s->n_ctx * s->k_width) * 2, NULL, &b->k_cache[l], &inner);
+        tern_status st = tern_cl_alloc(b->cl, kv_layer_bytes(s, false), NULL, &b->k_cache[l], &inner);
         if (st == TERN_OK)
-            st = tern_cl_alloc(b->cl, (size_t)(s->n_ctx * s->v_width) * 2, NULL, &b->v_cache[l], &inner);
+            st = tern_cl_alloc(b->cl, kv_layer_bytes(s, true), NULL, &b->v_cache[l], &inner);
         if (st != TERN_OK) {
             free_kv(b);
             return tern_error_set(err, st, "the KV cache (layer %lld): %s", (long long)l, inner.message);
@@ -321,17 +325,19 @@ static void ocl_kv_store(tern_backend *be, int layer, const tern_buf *k, const t
         return;
     }
     tern_cl_kv_store(b->cl, k->mem, v->mem, b->k_cache[layer], b->v_cache[layer], pos0, n_tokens,
-                     b->kv.k_width, b->kv.v_width);
+                     b->kv.k_width, b->kv.v_width, b->kv.type_k == TERN_TYPE_Q8_0, b->kv.type_v == TERN_TYPE_Q8_0);
 }
 
 /* rope_kv: the heads' norms (when given), both rotations and the store in one launch, where its
- * preconditions hold (even sizes, k's heads filling the cache's row). */
+ * preconditions hold (even sizes, k's heads filling the cache's row, an FP16 cache: a Q8_0 block
+ * needs 32 rotated values at once, so a Q8_0 cache takes the generic rope, then kv_store). */
 static void ocl_rope_store(tern_backend *be, tern_buf *q, tern_buf *k, const tern_buf *v,
                            const tern_rope_store_params *p) {
     ocl_backend *b = ocl(be);
     const tern_rope_params *r = &p->rope;
     const bool norms = p->q_norm && p->k_norm;
-    if (r->head_dim % 2 || r->n_rot % 2 || b->kv.v_width % 2 || b->kv.k_width != p->n_head_kv * r->head_dim ||
+    if (b->kv.type_k != TERN_TYPE_F16 || b->kv.type_v != TERN_TYPE_F16 || r->head_dim % 2 || r->n_rot % 2 ||
+        b->kv.v_width % 2 || b->kv.k_width != p->n_head_kv * r->head_dim ||
         (p->q_norm || p->k_norm) != norms || (norms && (p->q_norm->k != r->head_dim || p->k_norm->k != r->head_dim))) {
         tern_be_generic_rope_store(be, q, k, v, p);
         return;
@@ -376,7 +382,7 @@ static void ocl_attention(tern_backend *be, const tern_buf *q, const tern_attn_p
     }
     const tern_cl_attn_shape s = {p->pos0,       p->n_tokens,   p->n_head,     p->n_head_kv, p->head_dim_k,
                                   p->head_dim_v, b->kv.k_width, b->kv.v_width, p->window,    p->scale,
-                                  p->softcap};
+                                  p->softcap,    b->kv.type_k == TERN_TYPE_Q8_0, b->kv.type_v == TERN_TYPE_Q8_0};
     tern_cl_attention(b->cl, q->mem, b->k_cache[p->layer], b->v_cache[p->layer], &s, out->mem);
 }
 

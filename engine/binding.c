@@ -132,10 +132,11 @@ void tern_binding_release(tern_model *m, tern_binding *b) {
     pthread_mutex_unlock(&m->bind_lock);
 }
 
-bool tern_binding_exists(tern_model *m, tern_backend_kind kind, const tern_context_params *p, bool gpu_only) {
-    pthread_mutex_lock(&m->bind_lock);
-    const bool found = find(m, kind, p, gpu_only) != NULL;
-    pthread_mutex_unlock(&m->bind_lock);
+bool tern_binding_exists(const tern_model *m, tern_backend_kind kind, const tern_context_params *p, bool gpu_only) {
+    tern_model *mm = (tern_model *)m;
+    pthread_mutex_lock(&mm->bind_lock);
+    const bool found = find(mm, kind, p, gpu_only) != NULL;
+    pthread_mutex_unlock(&mm->bind_lock);
     return found;
 }
 

@@ -51,8 +51,10 @@ tern_status tern_binding_acquire(tern_model *m, tern_backend_kind kind, const te
                                  bool gpu_only, tern_binding **out, bool *made, tern_error *err);
 /* One user less; the last one frees the binding (the device's weights, the copies). NULL: no-op. */
 void tern_binding_release(tern_model *m, tern_binding *b);
-/* Whether m has the binding tern_binding_acquire would return (without taking it). */
-bool tern_binding_exists(tern_model *m, tern_backend_kind kind, const tern_context_params *p, bool gpu_only);
+/* Whether m has the binding tern_binding_acquire would return (without taking it). m is const to
+ * its callers (a memory plan reads the model); only its lock changes, and models are never const
+ * objects (tern_model_load allocates them), so the lock is taken through a cast. */
+bool tern_binding_exists(const tern_model *m, tern_backend_kind kind, const tern_context_params *p, bool gpu_only);
 /* b's users now (read under the lock). */
 int tern_binding_users(tern_model *m, const tern_binding *b);
 

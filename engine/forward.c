@@ -10,6 +10,7 @@
 #include "engine/forward.h"
 
 #include "engine/backend_fused.h"
+#include "quant/block_q8_0.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,9 +27,35 @@ void tern_rope_cos_sin(int64_t pos, float base, float freq_scale, int64_t n_rot,
     }
 }
 
-uint64_t tern_kv_cache_bytes(const tern_hparams *hp, int64_t n_ctx) {
-    return (uint64_t)hp->n_layer * (uint64_t)n_ctx * (uint64_t)hp->n_head_kv *
-           (uint64_t)(hp->head_dim_k + hp->head_dim_v) * 2u;
+uint64_t tern_kv_cache_bytes(const tern_hparams *hp, int64_t n_ctx, uint32_t type_k, uint32_t type_v) {
+    const uint64_t row = tern_type_row_bytes(type_k, hp->n_head_kv * hp->head_dim_k) +
+                         tern_type_row_bytes(type_v, hp->n_head_kv * hp->head_dim_v);
+    return (uint64_t)hp->n_layer * (uint64_t)n_ctx * row;
+}
+
+/* One of tern_kv_check's two fields. */
+static tern_status kv_type_check(const char *field, tern_kv_type t, int64_t head_dim, uint32_t *out,
+                                 tern_error *err) {
+    if (t == TERN_KV_F16) {
+        *out = TERN_TYPE_F16;
+        return TERN_OK;
+    }
+    if (t != TERN_KV_Q8_0)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "%s %d is not a KV cache type (f16 %d, q8_0 %d)", field,
+                              (int)t, (int)TERN_KV_F16, (int)TERN_KV_Q8_0);
+    /* A head's values must be whole blocks: the attention kernels read one head's blocks alone. */
+    if (head_dim % TERN_QK8_0 != 0)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "%s q8_0 needs a head size that is a multiple of %d; this model's is %lld (use f16)",
+                              field, TERN_QK8_0, (long long)head_dim);
+    *out = TERN_TYPE_Q8_0;
+    return TERN_OK;
+}
+
+tern_status tern_kv_check(const tern_hparams *hp, tern_kv_type type_k, tern_kv_type type_v, uint32_t *k_type,
+                          uint32_t *v_type, tern_error *err) {
+    tern_status st = kv_type_check("type_k", type_k, hp->head_dim_k, k_type, err);
+    return st != TERN_OK ? st : kv_type_check("type_v", type_v, hp->head_dim_v, v_type, err);
 }
 
 static int64_t widest_row(const tern_hparams *hp) {
@@ -131,8 +158,8 @@ static tern_status make_buf(tern_forward *f, int64_t rows, int64_t width, tern_b
 }
 
 tern_status tern_forward_create(const tern_model *m, tern_backend *be, const tern_weight_set *w,
-                                int64_t n_ctx, int64_t n_batch, bool logits_all, tern_forward **out,
-                                tern_error *err) {
+                                int64_t n_ctx, int64_t n_batch, bool logits_all, uint32_t type_k,
+                                uint32_t type_v, tern_forward **out, tern_error *err) {
     const tern_hparams *hp = &m->hp;
     if (n_ctx < 1 || n_batch < 1)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "context %lld and batch %lld must be >= 1",
@@ -168,7 +195,8 @@ tern_status tern_forward_create(const tern_model *m, tern_backend *be, const ter
                             (long long)(B * E) * (long long)sizeof(float));
         goto fail;
     }
-    tern_kv_shape kv = {hp->n_layer, n_ctx, hp->n_head_kv * hp->head_dim_k, hp->n_head_kv * hp->head_dim_v};
+    tern_kv_shape kv = {hp->n_layer, n_ctx, hp->n_head_kv * hp->head_dim_k, hp->n_head_kv * hp->head_dim_v, type_k,
+                        type_v};
     if ((st = be->ops->kv_create(be, &kv, err)) != TERN_OK)
         goto fail;
     *out = f;
@@ -378,7 +406,8 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
     return TERN_OK;
 }
 
-void tern_model_decode_bytes(const tern_model *m, int64_t n_past, tern_decode_bytes *out) {
+void tern_model_decode_bytes(const tern_model *m, int64_t n_past, tern_kv_type type_k, tern_kv_type type_v,
+                             tern_decode_bytes *out) {
     memset(out, 0, sizeof *out);
     out->weights = m->weight_bytes;
     const tern_gguf_tensor *embd = m->w.token_embd;
@@ -386,5 +415,7 @@ void tern_model_decode_bytes(const tern_model *m, int64_t n_past, tern_decode_by
      * read whole. */
     if (embd && !m->w.tied_output && embd->ne[1] > 0)
         out->weights -= embd->nbytes - embd->nbytes / (uint64_t)embd->ne[1];
-    out->kv = n_past > 0 ? tern_kv_cache_bytes(&m->hp, n_past) : 0;
+    out->kv = n_past > 0 ? tern_kv_cache_bytes(&m->hp, n_past, type_k == TERN_KV_Q8_0 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16,
+                                               type_v == TERN_KV_Q8_0 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16)
+                         : 0;
 }

@@ -43,13 +43,20 @@ typedef struct tern_forward {
 
 /* Bytes of activations and scratch a context of this shape allocates (for the memory plan). */
 uint64_t tern_forward_scratch_bytes(const tern_hparams *hp, int64_t n_batch, bool logits_all);
-/* Bytes of the FP16 KV cache: 2 (K and V) * n_layer * n_ctx * n_head_kv * head_dim * 2 bytes. */
-uint64_t tern_kv_cache_bytes(const tern_hparams *hp, int64_t n_ctx);
+/* Bytes of the KV cache: n_layer * n_ctx rows of K (n_head_kv * head_dim_k values of type_k) and of
+ * V, each row in its type's bytes (F16: 2 per value; Q8_0: 34 per 32). Types are tern types. */
+uint64_t tern_kv_cache_bytes(const tern_hparams *hp, int64_t n_ctx, uint32_t type_k, uint32_t type_v);
+/* The public KV cache types checked against the model (tern_context_params.type_k, type_v: the
+ * message names the field) and turned into tern types (TERN_TYPE_F16, TERN_TYPE_Q8_0). */
+tern_status tern_kv_check(const tern_hparams *hp, tern_kv_type type_k, tern_kv_type type_v, uint32_t *k_type,
+                          uint32_t *v_type, tern_error *err);
 
 /* A forward pass on be over the weight handles w (made by be or by the backend be shares them with),
- * which must outlive it; allocates the activations and the KV cache. */
+ * which must outlive it; allocates the activations and the KV cache (type_k, type_v: its tern types,
+ * checked by tern_kv_check). */
 tern_status tern_forward_create(const tern_model *m, tern_backend *be, const tern_weight_set *w,
-                                int64_t n_ctx, int64_t n_batch, bool logits_all, tern_forward **out,
+                                int64_t n_ctx, int64_t n_batch, bool logits_all, uint32_t type_k,
+                                uint32_t type_v, tern_forward **out,
                                 tern_error *err);
 void tern_forward_free(tern_forward *f);
 
@@ -62,9 +69,10 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
  * by the read bandwidth. */
 typedef struct tern_decode_bytes {
     uint64_t weights; /* every tensor, except that only one row of an untied token embedding is read */
-    uint64_t kv;      /* K and V of every layer for n_past cached positions (FP16) */
+    uint64_t kv;      /* K and V of every layer for n_past cached positions, in the cache's types */
 } tern_decode_bytes;
 
-void tern_model_decode_bytes(const tern_model *model, int64_t n_past, tern_decode_bytes *out);
+void tern_model_decode_bytes(const tern_model *model, int64_t n_past, tern_kv_type type_k, tern_kv_type type_v,
+                             tern_decode_bytes *out);
 
 #endif

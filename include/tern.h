@@ -265,6 +265,19 @@ typedef struct tern_opencl_params {
     bool profile;         /* device time per kernel, logged (INFO) when the context is freed */
 } tern_opencl_params;
 
+/* What the KV cache stores per value (type_k for keys, type_v for values; llama.cpp's -ctk/-ctv).
+ * F16 is the default. Q8_0 stores blocks of 32 values as 32 int8 and one fp16 scale (34 bytes per
+ * 32 values: 53 % of F16), which halves-ish the cache of long contexts at about the perplexity of
+ * F16 (docs/benchmarks.md); it needs head sizes that are multiples of 32 (every common model's),
+ * and a context asking for it on a model without them fails with TERN_ERR_UNSUPPORTED rather than
+ * quietly keeping F16. Both the CPU and the OpenCL backends read both types. */
+typedef enum tern_kv_type {
+    TERN_KV_F16 = 0,
+    TERN_KV_Q8_0 = 1,
+} tern_kv_type;
+/* "f16", "q8_0"; NULL for a value that is not a tern_kv_type. */
+const char *tern_kv_type_name(tern_kv_type type);
+
 /* Strings (isa, opencl's) are read during tern_context_create only; abort_flag and log_user must
  * stay valid while the context lives. */
 typedef struct tern_context_params {
@@ -287,9 +300,20 @@ typedef struct tern_context_params {
     tern_opencl_params opencl;
     tern_log_fn log_fn; /* NULL: the library says nothing */
     void *log_user;     /* passed to log_fn */
+    /* The KV cache's types (default F16). Another value than a tern_kv_type: TERN_ERR_INVALID_ARG
+     * naming the field; Q8_0 on a model whose head size is not a multiple of 32:
+     * TERN_ERR_UNSUPPORTED. */
+    tern_kv_type type_k, type_v;
 } tern_context_params;
 
 tern_context_params tern_context_default_params(void);
+
+/* The plan tern_context_create makes for these parameters (NULL: the defaults): their n_ctx,
+ * n_batch, logits_all and KV cache types (a Q8_0 cache is 34 bytes per 32 values). Parameters
+ * tern_context_create would refuse for the model (a bad KV type, ...) give its status and message,
+ * and a zeroed plan. */
+tern_status tern_model_plan_context(const tern_model *model, const tern_context_params *params, tern_memory_plan *plan,
+                                    tern_error *err);
 
 /* Plans memory (weights + KV + scratch against MemAvailable; weights another context of the model
  * holds already in the form this one reads are not counted again), picks the backend and threads,
@@ -319,6 +343,7 @@ typedef struct tern_context_info {
     int weights_users;            /* contexts sharing them now, this one included */
     uint64_t weights_bound_bytes; /* held beyond the mapped file: uploaded to the device, or copied by
                                    * cpu_copy_weights (0: read in place from the mapped file) */
+    tern_kv_type type_k, type_v; /* the KV cache's types */
 } tern_context_info;
 void tern_context_get_info(const tern_context *ctx, tern_context_info *info);
 

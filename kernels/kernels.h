@@ -38,12 +38,28 @@ typedef void (*tern_gemm_fn)(int64_t k, const void *restrict w, size_t w_stride,
 /* Quantize one f32 row of k elements into a dot format (Q8_0 or Q8_K blocks, or a copy for F32). */
 typedef void (*tern_quantize_act_fn)(const float *restrict x, void *restrict out, int64_t k);
 
+/* The K or V rows of one KV head as the attention kernels read them: FP16 values, or Q8_0 blocks
+ * (34 bytes per 32 values, y = d * qs; the head's width is then a multiple of 32, so each head
+ * starts on a block). The KV cache type is a context parameter (tern_context_params.type_k,
+ * type_v); both kinds of row go through the same kernels, which read one format per call. */
+typedef struct tern_kv_rows {
+    const void *data; /* position 0: the head's first value */
+    size_t stride;    /* bytes from one position's row to the next */
+    uint32_t type;    /* TERN_TYPE_F16 or TERN_TYPE_Q8_0 */
+} tern_kv_rows;
+
+/* r moved on by pos positions. */
+static inline tern_kv_rows tern_kv_rows_at(const tern_kv_rows *r, int64_t pos) {
+    tern_kv_rows at = *r;
+    at.data = (const uint8_t *)r->data + (size_t)pos * r->stride;
+    return at;
+}
+
 /* One attention head for one query: out[0..dv) = softmax(scale * q.K^T) V over n_kv cached
- * positions. K and V rows are fp16, k_stride / v_stride elements apart. scores is scratch of
- * n_kv floats. Accumulation is f32. */
+ * positions of k and v (FP16 or Q8_0 rows, tern_kv_rows). scores is scratch of n_kv floats.
+ * Accumulation is f32. */
 typedef void (*tern_attn_head_fn)(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
-                                  const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
-                                  size_t v_stride, float scale, float *restrict scores,
+                                  const tern_kv_rows *k, const tern_kv_rows *v, float scale, float *restrict scores,
                                   float *restrict out);
 
 /* Up to TERN_ATTN_ROWS queries of one KV head at once: query j reads q[j] (dk floats) and writes
@@ -56,12 +72,10 @@ typedef void (*tern_attn_head_fn)(int64_t dk, int64_t dv, int64_t n_kv, const fl
 /* attn_head with the scores soft-capped before the softmax (gemma2):
  * s_t = softcap * tanh(scale * q.k_t / softcap), softcap > 0. */
 typedef void (*tern_attn_capped_fn)(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
-                                    const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
-                                    size_t v_stride, float scale, float softcap, float *restrict scores,
-                                    float *restrict out);
+                                    const tern_kv_rows *k, const tern_kv_rows *v, float scale, float softcap,
+                                    float *restrict scores, float *restrict out);
 typedef void (*tern_attn_rows_fn)(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
-                                  const int64_t n_kv[], const uint16_t *restrict k, size_t k_stride,
-                                  const uint16_t *restrict v, size_t v_stride, float scale,
+                                  const int64_t n_kv[], const tern_kv_rows *k, const tern_kv_rows *v, float scale,
                                   float *restrict scores, float *const out[]);
 
 typedef struct tern_cpu_kernels {
@@ -89,7 +103,8 @@ typedef struct tern_cpu_kernels {
     /* y += x ;  y += s * x (granite's residual scale) */
     void (*add)(int64_t n, const float *restrict x, float *restrict y);
     void (*add_scaled)(int64_t n, const float *restrict x, float s, float *restrict y);
-    /* f32 -> f16 row (KV cache stores), f16 -> f32 row */
+    /* f32 -> f16 row (FP16 KV cache stores; a Q8_0 cache stores through quantize_act[TERN_TYPE_Q8_0],
+     * the same bytes as tern_quantize_row_q8_0), f16 -> f32 row */
     void (*f32_to_f16)(int64_t n, const float *restrict x, uint16_t *restrict y);
     void (*f16_to_f32)(int64_t n, const uint16_t *restrict x, float *restrict y);
 
@@ -115,9 +130,8 @@ void tern_cpu_kernels_ref(tern_cpu_kernels *k);
  * attn_rows, or attn_head per query where it has none; with softcap > 0 through attn_capped per
  * query. */
 void tern_attn_queries(const tern_cpu_kernels *k, int64_t dk, int64_t dv, int n_q, const float *const q[],
-                       const int64_t first[], const int64_t n_kv[], const uint16_t *kc, size_t k_stride,
-                       const uint16_t *vc, size_t v_stride, float scale, float softcap, float *scores,
-                       float *const out[]);
+                       const int64_t first[], const int64_t n_kv[], const tern_kv_rows *kc, const tern_kv_rows *vc,
+                       float scale, float softcap, float *scores, float *const out[]);
 
 /* What the CPU offers, for `tern info --cpu` and bench records. The AMX flags count when cpuid reports the
  * unit and XCR0 enables its tile state (XTILECFG, XTILEDATA); amx_permitted is whether Linux has granted this

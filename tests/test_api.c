@@ -303,6 +303,57 @@ static void test_contexts_created_at_once(void **state) {
     tern_model_free(m);
 }
 
+/* The KV cache types: the plan counts Q8_0's 34 bytes per 32 values, a context reports what it
+ * holds, a value that is no type is refused naming its field, and the layout before the types
+ * (struct_size = offsetof type_k) still creates an FP16 cache. */
+static void test_kv_cache_types(void **state) {
+    (void)state;
+    tern_error err = {0};
+    tern_model *m = NULL;
+    assert_int_equal(tern_model_load(MODEL, &m, &err), TERN_OK);
+    tern_context_params cp = tern_context_default_params();
+    cp.backend = TERN_BACKEND_CPU;
+    cp.n_threads = 1;
+    cp.n_ctx = 64;
+    tern_memory_plan f16, q8;
+    assert_int_equal(tern_model_plan_context(m, &cp, &f16, &err), TERN_OK);
+    cp.type_k = cp.type_v = TERN_KV_Q8_0;
+    assert_int_equal(tern_model_plan_context(m, &cp, &q8, &err), TERN_OK);
+    assert_true(f16.kv_cache > 0 && q8.kv_cache == f16.kv_cache / 2 / 32 * 34);
+    assert_true(q8.total == f16.total - f16.kv_cache + q8.kv_cache);
+    tern_memory_plan plain;
+    tern_model_plan_memory(m, 64, 0, &plain);
+    assert_true(plain.kv_cache == f16.kv_cache);
+
+    tern_context *c = NULL;
+    assert_int_equal(tern_context_create(m, &cp, &c, &err), TERN_OK);
+    tern_context_info ci;
+    tern_context_get_info(c, &ci);
+    assert_true(ci.kv_bytes == q8.kv_cache && ci.type_k == TERN_KV_Q8_0 && ci.type_v == TERN_KV_Q8_0);
+    const int32_t tokens[] = {1, 2, 3};
+    assert_int_equal(tern_eval(c, tokens, 3, &err), TERN_OK);
+    tern_context_free(c);
+    c = NULL;
+
+    cp.type_k = (tern_kv_type)7;
+    expect_refused(tern_context_create(m, &cp, &c, &err), &err, "type_k 7 is not a KV cache type");
+    expect_refused(tern_model_plan_context(m, &cp, &q8, &err), &err, "type_k 7");
+    assert_true(q8.kv_cache == 0);
+    cp.type_k = TERN_KV_F16;
+    cp.type_v = (tern_kv_type)-1;
+    expect_refused(tern_context_create(m, &cp, &c, &err), &err, "type_v -1");
+    assert_null(c);
+    assert_string_equal(tern_kv_type_name(TERN_KV_Q8_0), "q8_0");
+    assert_null(tern_kv_type_name((tern_kv_type)9));
+
+    cp.struct_size = offsetof(tern_context_params, type_k); /* a caller built before the types */
+    assert_int_equal(tern_context_create(m, &cp, &c, &err), TERN_OK);
+    tern_context_get_info(c, &ci);
+    assert_true(ci.type_v == TERN_KV_F16 && ci.kv_bytes == f16.kv_cache);
+    tern_context_free(c);
+    tern_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version),
@@ -311,6 +362,7 @@ int main(void) {
         cmocka_unit_test(test_cpu_context_silent),
         cmocka_unit_test(test_contexts_share_weights),
         cmocka_unit_test(test_contexts_created_at_once),
+        cmocka_unit_test(test_kv_cache_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

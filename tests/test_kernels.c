@@ -30,6 +30,7 @@
 #include "quant/block_q8_0.h"
 #include "quant/block_q8_k.h"
 #include "quant/quant.h"
+#include "quant/quant_rows.h"
 
 /* ---- fixture: the tables to test ---- */
 
@@ -685,18 +686,70 @@ static void test_rope(void **state) {
             }
 }
 
-/* The double oracle of one head: out[d] = sum_t p_t v_td with p = softmax(s), s_t = scale q.k_t,
- * or softcap tanh(s_t / softcap) with softcap > 0. Returns max_t sum_d |q_d k_td| and sets *vmax
- * = max |v| (the error model's inputs). p is scratch of n_kv. */
-static double attention_oracle(int64_t dk, int64_t dv, int64_t n_kv, const float *q, const uint16_t *kc,
-                               size_t k_stride, const uint16_t *vc, size_t v_stride, double scale, double softcap,
-                               double *p, double *want, double *vmax) {
+/* ---- attention over FP16 and Q8_0 rows ---- */
+
+/* The KV formats the attention tests run, K's and V's: every combination a context can make. */
+static const uint32_t kv_formats[][2] = {{TERN_TYPE_F16, TERN_TYPE_F16},
+                                         {TERN_TYPE_Q8_0, TERN_TYPE_Q8_0},
+                                         {TERN_TYPE_Q8_0, TERN_TYPE_F16},
+                                         {TERN_TYPE_F16, TERN_TYPE_Q8_0}};
+#define N_KV_FORMATS (sizeof kv_formats / sizeof kv_formats[0])
+
+/* Value d of row t, as the cache means it (fp16, or d * qs of the Q8_0 block). */
+static double kv_at(const tern_kv_rows *r, int64_t t, int64_t d) {
+    const uint8_t *row = (const uint8_t *)r->data + (size_t)t * r->stride;
+    if (r->type == TERN_TYPE_Q8_0) {
+        const tern_block_q8_0 *b = (const tern_block_q8_0 *)row + d / TERN_QK8_0;
+        return (double)b->qs[d % TERN_QK8_0] * tern_fp16_to_fp32(b->d);
+    }
+    return tern_fp16_to_fp32(((const uint16_t *)row)[d]);
+}
+
+/* Room for MAXKV rows of up to MAXD values in either format, strided: the stride leaves a gap
+ * after each row (5 fp16 NaN, or one Q8_0 block with a NaN scale) that no kernel may read. */
+static tern_kv_rows kv_rows_for(void *buf, uint32_t type, int64_t width) {
+    const size_t stride = type == TERN_TYPE_Q8_0 ? tern_type_row_bytes(type, width) + sizeof(tern_block_q8_0)
+                                                 : ((size_t)width + 5) * sizeof(uint16_t);
+    return (tern_kv_rows){buf, stride, type};
+}
+
+/* Fills buf (bytes of room) with NaN, then rows [lo, hi) of r with values from gen: uniform(-1, 1)
+ * (uniform = 1) or normalish, rounded to r's format. Q8_0 rows need width % 32 == 0. */
+static void kv_fill_rows(tern_kv_rows *r, size_t bytes, int64_t width, int64_t lo, int64_t hi, int uniform,
+                         rng *g) {
+    memset((void *)r->data, 0xFF, bytes); /* fp16 0xFFFF and a Q8_0 scale of 0xFFFF are NaN */
+    float row[256];
+    for (int64_t t = lo; t < hi; t++) {
+        uint8_t *dst = (uint8_t *)r->data + (size_t)t * r->stride;
+        for (int64_t d = 0; d < width; d++)
+            row[d] = uniform ? rng_uniform(g, -1, 1) : rng_normalish(g);
+        if (r->type == TERN_TYPE_Q8_0)
+            tern_quantize_row_q8_0(row, dst, width);
+        else
+            for (int64_t d = 0; d < width; d++)
+                ((uint16_t *)dst)[d] = tern_fp32_to_fp16(row[d]);
+    }
+}
+
+/* Every format a test case can take: Q8_0 needs widths of whole blocks. */
+static bool kv_formats_fit(size_t fi, int64_t dk, int64_t dv) {
+    return (kv_formats[fi][0] != TERN_TYPE_Q8_0 || dk % TERN_QK8_0 == 0) &&
+           (kv_formats[fi][1] != TERN_TYPE_Q8_0 || dv % TERN_QK8_0 == 0);
+}
+
+/* The double oracle of one head over positions [first, first + n_kv) of k and v: out[d] = sum_t p_t
+ * v_td with p = softmax(s), s_t = scale q.k_t, or softcap tanh(s_t / softcap) with softcap > 0.
+ * Returns max_t sum_d |q_d k_td| and sets *vmax = max |v| (the error model's inputs). p is scratch
+ * of first + n_kv. */
+static double attention_oracle(int64_t dk, int64_t dv, int64_t first, int64_t n_kv, const float *q,
+                               const tern_kv_rows *k, const tern_kv_rows *v, double scale, double softcap, double *p,
+                               double *want, double *vmax) {
     double max = -INFINITY, sum = 0, qk_mag = 0;
     *vmax = 0;
-    for (int64_t t = 0; t < n_kv; t++) {
+    for (int64_t t = first; t < first + n_kv; t++) {
         double dot = 0, mag = 0;
         for (int64_t d = 0; d < dk; d++) {
-            const double kv = tern_fp16_to_fp32(kc[t * k_stride + d]);
+            const double kv = kv_at(k, t, d);
             dot += q[d] * kv, mag += fabs(q[d] * kv);
         }
         p[t] = softcap > 0 ? softcap * tanh(scale * dot / softcap) : scale * dot;
@@ -705,75 +758,75 @@ static double attention_oracle(int64_t dk, int64_t dv, int64_t n_kv, const float
         if (mag > qk_mag)
             qk_mag = mag;
         for (int64_t d = 0; d < dv; d++)
-            *vmax = fmax(*vmax, fabs(tern_fp16_to_fp32(vc[t * v_stride + d])));
+            *vmax = fmax(*vmax, fabs(kv_at(v, t, d)));
     }
-    for (int64_t t = 0; t < n_kv; t++)
+    for (int64_t t = first; t < first + n_kv; t++)
         p[t] = exp(p[t] - max), sum += p[t];
     for (int64_t d = 0; d < dv; d++) {
         want[d] = 0;
-        for (int64_t j = 0; j < n_kv; j++)
-            want[d] += p[j] / sum * tern_fp16_to_fp32(vc[j * v_stride + d]);
+        for (int64_t j = first; j < first + n_kv; j++)
+            want[d] += p[j] / sum * kv_at(v, j, d);
     }
     return qk_mag;
 }
 
 /* One attention head against the double oracle, plain (attn_head) and soft-capped (attn_capped,
- * with a cap that bends most scores: 2 for the ordinary scale, 30 for the large one). K and V rows
- * are strided, the gap filled with fp16 NaN that must not be read. Error model: a score is off by
- * about 2^-24 * scale * sum|q k| per term (tanh's slope is at most 1, so the cap adds only its own
- * rounding, a few ulp of the cap); the output then by that times max|v|, plus f32 rounding of the
- * weighted sum: tol = max|v| (1e-5 + 1e-6 * (scale * max_t sum_d |q_d k_td| + cap)). A large
- * scale (scores in the hundreds) checks that the maximum is subtracted before exp. */
+ * with a cap that bends most scores: 2 for the ordinary scale, 30 for the large one), over FP16
+ * and Q8_0 rows (the oracle reads the values the rows hold, so the quantization itself is no
+ * error here). K and V rows are strided, the gap filled with NaN that must not be read. Error
+ * model: a score is off by about 2^-24 * scale * sum|q k| per term (tanh's slope is at most 1, so
+ * the cap adds only its own rounding, a few ulp of the cap); the output then by that times max|v|,
+ * plus f32 rounding of the weighted sum: tol = max|v| (1e-5 + 1e-6 * (scale * max_t sum_d |q_d
+ * k_td| + cap)). A large scale (scores in the hundreds) checks that the maximum is subtracted
+ * before exp. */
 static void test_attention(void **state) {
     const fixture *f = *state;
     static const int64_t n_kvs[] = {1, 2, 3, 7, 31, 64, 129, 300};
-    static const int64_t dims[][2] = {{64, 64}, {80, 48}, {1, 3}, {128, 128}, {20, 23}};
+    static const int64_t dims[][2] = {{64, 64}, {80, 48}, {1, 3}, {128, 128}, {20, 23}, {96, 32}, {32, 160}};
     rng r = {13};
-    enum { MAXD = 128, MAXKV = 300, PAD = 5 };
-    const size_t stride = MAXD + PAD;
-    uint16_t *kc = malloc(MAXKV * stride * sizeof *kc), *vc = malloc(MAXKV * stride * sizeof *vc);
+    enum { MAXD = 160, MAXKV = 300 };
+    const size_t bytes = MAXKV * (MAXD + 34) * 2;
+    uint8_t *kbuf = malloc(bytes), *vbuf = malloc(bytes);
     float q[MAXD], out[MAXD], scores[MAXKV];
     double p[MAXKV], want[MAXD];
-    assert_true(kc && vc);
-    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
-        for (size_t ni = 0; ni < 8; ni++)
-            for (int big = 0; big <= 1; big++) {
-                const int64_t dk = dims[di][0], dv = dims[di][1], n_kv = n_kvs[ni];
-                const size_t k_stride = (size_t)dk + PAD, v_stride = (size_t)dv + PAD;
-                const float scale = big ? 50.0f : 1.0f / sqrtf((float)dk);
-                for (size_t i = 0; i < MAXKV * stride; i++)
-                    kc[i] = vc[i] = 0x7E00; /* NaN */
-                for (int64_t t = 0; t < n_kv; t++) {
+    assert_true(kbuf && vbuf);
+    for (size_t fi = 0; fi < N_KV_FORMATS; fi++)
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+            for (size_t ni = 0; ni < 8; ni++)
+                for (int big = 0; big <= 1; big++) {
+                    const int64_t dk = dims[di][0], dv = dims[di][1], n_kv = n_kvs[ni];
+                    if (!kv_formats_fit(fi, dk, dv))
+                        continue;
+                    tern_kv_rows k = kv_rows_for(kbuf, kv_formats[fi][0], dk),
+                                 v = kv_rows_for(vbuf, kv_formats[fi][1], dv);
+                    const float scale = big ? 50.0f : 1.0f / sqrtf((float)dk);
+                    kv_fill_rows(&k, bytes, dk, 0, n_kv, 1, &r);
+                    kv_fill_rows(&v, bytes, dv, 0, n_kv, 0, &r);
                     for (int64_t d = 0; d < dk; d++)
-                        kc[t * k_stride + d] = tern_fp32_to_fp16(rng_uniform(&r, -1, 1));
-                    for (int64_t d = 0; d < dv; d++)
-                        vc[t * v_stride + d] = tern_fp32_to_fp16(rng_normalish(&r));
-                }
-                for (int64_t d = 0; d < dk; d++)
-                    q[d] = rng_uniform(&r, -2, 2);
-                for (int capped = 0; capped <= 1; capped++) {
-                    const float cap = capped ? (big ? 30.0f : 2.0f) : 0.0f;
-                    double vmax;
-                    const double qk_mag =
-                        attention_oracle(dk, dv, n_kv, q, kc, k_stride, vc, v_stride, scale, cap, p, want, &vmax);
-                    const double tol = vmax * (1e-5 + 1e-6 * (scale * qk_mag + cap));
-                    for (int t = 0; t < f->n; t++) {
-                        if (capped)
-                            f->tables[t].attn_capped(dk, dv, n_kv, q, kc, k_stride, vc, v_stride, scale, cap,
-                                                     scores, out);
-                        else
-                            f->tables[t].attn_head(dk, dv, n_kv, q, kc, k_stride, vc, v_stride, scale, scores, out);
-                        for (int64_t d = 0; d < dv; d++)
-                            if (!(fabs(out[d] - want[d]) <= tol))
-                                fail_msg("%s: attention dk=%lld dv=%lld n_kv=%lld scale %g cap %g [%lld]: %.9g vs "
-                                         "%.9g",
-                                         f->tables[t].isa, (long long)dk, (long long)dv, (long long)n_kv, scale,
-                                         cap, (long long)d, out[d], want[d]);
+                        q[d] = rng_uniform(&r, -2, 2);
+                    for (int capped = 0; capped <= 1; capped++) {
+                        const float cap = capped ? (big ? 30.0f : 2.0f) : 0.0f;
+                        double vmax;
+                        const double qk_mag =
+                            attention_oracle(dk, dv, 0, n_kv, q, &k, &v, scale, cap, p, want, &vmax);
+                        const double tol = vmax * (1e-5 + 1e-6 * (scale * qk_mag + cap));
+                        for (int t = 0; t < f->n; t++) {
+                            if (capped)
+                                f->tables[t].attn_capped(dk, dv, n_kv, q, &k, &v, scale, cap, scores, out);
+                            else
+                                f->tables[t].attn_head(dk, dv, n_kv, q, &k, &v, scale, scores, out);
+                            for (int64_t d = 0; d < dv; d++)
+                                if (!(fabs(out[d] - want[d]) <= tol))
+                                    fail_msg("%s: attention K %s V %s dk=%lld dv=%lld n_kv=%lld scale %g cap %g "
+                                             "[%lld]: %.9g vs %.9g",
+                                             f->tables[t].isa, tern_type_name(k.type), tern_type_name(v.type),
+                                             (long long)dk, (long long)dv, (long long)n_kv, scale, cap, (long long)d,
+                                             out[d], want[d]);
+                        }
                     }
                 }
-            }
-    free(kc);
-    free(vc);
+    free(kbuf);
+    free(vbuf);
 }
 
 /* Gate values on a grid over [-30, 30], random ones, and the ends where exp overflows. */
@@ -794,83 +847,81 @@ static int64_t activation_inputs(float *gate, float *up, rng *r) {
 
 /* silu against libm in double: within 1e-6 relative (a few f32 roundings of exp and a
  * division), plus an absolute 1e-37 where the exact value is below f32's normal range. */
-/* attn_rows against a double-precision oracle per query: up to 4 queries with the ranges of a
- * causal prompt (same start, ends one apart), of heads sharing a KV head (the same range), of a
- * sliding window (starts and ends one apart) and disjoint ones; K and V rows outside every range
- * are NaN, and in a causal block the rows past a query's end are NaN-free but must not count. */
+/* attn_rows against a double-precision oracle per query, over FP16 and Q8_0 rows: up to 4 queries
+ * with the ranges of a causal prompt (same start, ends one apart), of heads sharing a KV head (the
+ * same range), of a sliding window (starts and ends one apart) and disjoint ones; K and V rows
+ * outside every range are NaN, and in a causal block the rows past a query's end are NaN-free but
+ * must not count. */
 static void test_attention_rows(void **state) {
     const fixture *f = *state;
-    static const int64_t dims[][2] = {{64, 64}, {128, 128}, {80, 48}, {40, 24}, {20, 23}};
-    enum { MAXD = 128, MAXKV = 200, PAD = 3, NQ = TERN_ATTN_ROWS };
+    static const int64_t dims[][2] = {{64, 64}, {128, 128}, {80, 48}, {40, 24}, {20, 23}, {32, 96}};
+    enum { MAXD = 128, MAXKV = 200, NQ = TERN_ATTN_ROWS };
+    const size_t bytes = MAXKV * (MAXD + 34) * 2;
     rng r = {77};
-    uint16_t *kc = malloc(MAXKV * (MAXD + PAD) * sizeof *kc), *vc = malloc(MAXKV * (MAXD + PAD) * sizeof *vc);
+    uint8_t *kbuf = malloc(bytes), *vbuf = malloc(bytes), *kval = malloc(bytes), *vval = malloc(bytes);
     float qbuf[NQ][MAXD], obuf[NQ][MAXD], *scores = malloc(sizeof(float) * NQ * MAXKV);
-    double p[MAXKV];
-    assert_true(kc && vc && scores);
+    double p[MAXKV], want[MAXD];
+    assert_true(kbuf && vbuf && kval && vval && scores);
     int tested = 0;
-    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
-        for (int pattern = 0; pattern < 4; pattern++)
-            for (int n_q = 1; n_q <= NQ; n_q++) {
-                const int64_t dk = dims[di][0], dv = dims[di][1];
-                const size_t k_stride = (size_t)dk + PAD, v_stride = (size_t)dv + PAD;
-                const int64_t base = 1 + (int64_t)(rng_u64(&r) % 150);
-                int64_t first[NQ], n_kv[NQ];
-                for (int j = 0; j < n_q; j++) {
-                    first[j] = pattern == 0 ? 0 : pattern == 1 ? 5 : pattern == 2 ? 3 + j : 40 * j;
-                    n_kv[j] = pattern == 1 ? base : pattern == 3 ? 1 + j * 13 : base + j;
-                }
-                for (size_t i = 0; i < MAXKV * (MAXD + PAD); i++)
-                    kc[i] = vc[i] = 0x7E00; /* NaN outside every range */
-                for (int j = 0; j < n_q; j++)
-                    for (int64_t t = first[j]; t < first[j] + n_kv[j]; t++) {
-                        for (int64_t d = 0; d < dk; d++)
-                            kc[t * k_stride + d] = tern_fp32_to_fp16(rng_uniform(&r, -1, 1));
-                        for (int64_t d = 0; d < dv; d++)
-                            vc[t * v_stride + d] = tern_fp32_to_fp16(rng_normalish(&r));
-                    }
-                const float *qp[NQ];
-                float *op[NQ];
-                for (int j = 0; j < n_q; j++) {
-                    for (int64_t d = 0; d < dk; d++)
-                        qbuf[j][d] = rng_uniform(&r, -2, 2);
-                    qp[j] = qbuf[j], op[j] = obuf[j];
-                }
-                const float scale = 1.0f / sqrtf((float)dk);
-                for (int t = 0; t < f->n; t++) {
-                    if (!f->tables[t].attn_rows)
+    for (size_t fi = 0; fi < N_KV_FORMATS; fi++)
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+            for (int pattern = 0; pattern < 4; pattern++)
+                for (int n_q = 1; n_q <= NQ; n_q++) {
+                    const int64_t dk = dims[di][0], dv = dims[di][1];
+                    if (!kv_formats_fit(fi, dk, dv))
                         continue;
-                    tested++;
-                    f->tables[t].attn_rows(dk, dv, n_q, qp, first, n_kv, kc, k_stride, vc, v_stride, scale, scores,
-                                           op);
+                    tern_kv_rows k = kv_rows_for(kbuf, kv_formats[fi][0], dk),
+                                 v = kv_rows_for(vbuf, kv_formats[fi][1], dv);
+                    const int64_t base = 1 + (int64_t)(rng_u64(&r) % 150);
+                    int64_t first[NQ], n_kv[NQ];
                     for (int j = 0; j < n_q; j++) {
-                        double max = -INFINITY, sum = 0, vmax = 0;
-                        for (int64_t u = first[j]; u < first[j] + n_kv[j]; u++) {
-                            double dot = 0;
-                            for (int64_t d = 0; d < dk; d++)
-                                dot += qbuf[j][d] * (double)tern_fp16_to_fp32(kc[u * k_stride + d]);
-                            p[u] = scale * dot, max = fmax(max, p[u]);
+                        first[j] = pattern == 0 ? 0 : pattern == 1 ? 5 : pattern == 2 ? 3 + j : 40 * j;
+                        n_kv[j] = pattern == 1 ? base : pattern == 3 ? 1 + j * 13 : base + j;
+                    }
+                    /* every range's rows filled, NaN outside them (disjoint ranges leave gaps) */
+                    tern_kv_rows kv = kv_rows_for(kval, k.type, dk), vv = kv_rows_for(vval, v.type, dv);
+                    kv_fill_rows(&kv, bytes, dk, 0, MAXKV, 1, &r);
+                    kv_fill_rows(&vv, bytes, dv, 0, MAXKV, 0, &r);
+                    memset(kbuf, 0xFF, bytes);
+                    memset(vbuf, 0xFF, bytes);
+                    for (int j = 0; j < n_q; j++) {
+                        memcpy(kbuf + (size_t)first[j] * k.stride, kval + (size_t)first[j] * k.stride,
+                               (size_t)n_kv[j] * k.stride);
+                        memcpy(vbuf + (size_t)first[j] * v.stride, vval + (size_t)first[j] * v.stride,
+                               (size_t)n_kv[j] * v.stride);
+                    }
+                    const float *qp[NQ];
+                    float *op[NQ];
+                    for (int j = 0; j < n_q; j++) {
+                        for (int64_t d = 0; d < dk; d++)
+                            qbuf[j][d] = rng_uniform(&r, -2, 2);
+                        qp[j] = qbuf[j], op[j] = obuf[j];
+                    }
+                    const float scale = 1.0f / sqrtf((float)dk);
+                    for (int t = 0; t < f->n; t++) {
+                        if (!f->tables[t].attn_rows)
+                            continue;
+                        tested++;
+                        f->tables[t].attn_rows(dk, dv, n_q, qp, first, n_kv, &k, &v, scale, scores, op);
+                        for (int j = 0; j < n_q; j++) {
+                            double vmax;
+                            attention_oracle(dk, dv, first[j], n_kv[j], qbuf[j], &k, &v, scale, 0, p, want, &vmax);
                             for (int64_t d = 0; d < dv; d++)
-                                vmax = fmax(vmax, fabs(tern_fp16_to_fp32(vc[u * v_stride + d])));
-                        }
-                        for (int64_t u = first[j]; u < first[j] + n_kv[j]; u++)
-                            p[u] = exp(p[u] - max), sum += p[u];
-                        for (int64_t d = 0; d < dv; d++) {
-                            double want = 0;
-                            for (int64_t u = first[j]; u < first[j] + n_kv[j]; u++)
-                                want += p[u] / sum * tern_fp16_to_fp32(vc[u * v_stride + d]);
-                            if (!(fabs(obuf[j][d] - want) <= vmax * 2e-5))
-                                fail_msg("%s: attn_rows dk=%lld dv=%lld pattern %d n_q=%d query %d [%lld]: %.9g vs "
-                                         "%.9g",
-                                         f->tables[t].isa, (long long)dk, (long long)dv, pattern, n_q, j,
-                                         (long long)d, obuf[j][d], want);
+                                if (!(fabs(obuf[j][d] - want[d]) <= vmax * 2e-5))
+                                    fail_msg("%s: attn_rows K %s V %s dk=%lld dv=%lld pattern %d n_q=%d query %d "
+                                             "[%lld]: %.9g vs %.9g",
+                                             f->tables[t].isa, tern_type_name(k.type), tern_type_name(v.type),
+                                             (long long)dk, (long long)dv, pattern, n_q, j, (long long)d,
+                                             obuf[j][d], want[d]);
                         }
                     }
                 }
-            }
     if (!tested)
         print_message("skipped: no kernel table here has attn_rows\n");
-    free(kc);
-    free(vc);
+    free(kbuf);
+    free(vbuf);
+    free(kval);
+    free(vval);
     free(scores);
 }
 

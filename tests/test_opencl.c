@@ -572,32 +572,74 @@ static void test_glu_add(void **state) {
     free(got);
 }
 
+/* n_rows cache rows of width values as the device stored them (got) against the CPU's bytes
+ * (want) of the floats src: F16 exactly; Q8_0 with the same scales and levels, except a level one
+ * away where x / d sits within a millionth of a half-way point. OpenCL lets 1 / d be 2.5 ulp off
+ * (NVIDIA's is), which decides such ties either way; the CPU's reciprocal is exact. */
+static void expect_cache_rows(const uint8_t *got, const uint8_t *want, const float *src, int64_t n_rows,
+                              int64_t width, bool q8) {
+    const size_t row = tern_type_row_bytes(q8 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16, width);
+    if (!q8) {
+        assert_memory_equal(got, want, row * (size_t)n_rows);
+        return;
+    }
+    for (int64_t b = 0; b < n_rows * width / TERN_QK8_0; b++) {
+        const tern_block_q8_0 *g = (const tern_block_q8_0 *)got + b, *w = (const tern_block_q8_0 *)want + b;
+        assert_int_equal(g->d, w->d);
+        const float d = tern_fp16_to_fp32(w->d);
+        for (int j = 0; j < TERN_QK8_0; j++) {
+            if (g->qs[j] == w->qs[j])
+                continue;
+            const float scaled = src[b * TERN_QK8_0 + j] / d, tie = floorf(scaled) + 0.5f;
+            assert_true(abs(g->qs[j] - w->qs[j]) == 1 && fabsf(scaled - tie) <= 1e-6f * fabsf(scaled));
+        }
+    }
+}
+
 /* KV stores in two batches, then attention of the second batch's queries: GQA (6 heads over
  * 2), head sizes with a tail (38 is not a multiple of 4), more keys than one chunk (128), full
- * and sliding-window, and sliding-window with the scores soft-capped (gemma2). 50 queries take the prefill kernel (a block of 32 and a tail), 10 the
- * plain one. */
-static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second) {
-    const int64_t n_head = 6, n_kv = 2, dk = 38, dv = 44, n_ctx = 256;
+ * and sliding-window, and sliding-window with the scores soft-capped (gemma2). 50 queries take
+ * the prefill kernel (a block of 32 and a tail), 10 the plain one. With q8 the cache is Q8_0
+ * (heads of 64 and 32: whole blocks), K's and V's or one of them: the stored blocks must be the
+ * CPU quantizer's bytes (but for ties, expect_cache_rows), and the attention the CPU reference's
+ * over the device's blocks. */
+static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second, int q8) {
+    const int64_t n_head = 6, n_kv = 2, dk = q8 ? 64 : 38, dv = q8 ? 32 : 44, n_ctx = 256;
     const int64_t kw = n_kv * dk, vw = n_kv * dv, total = first + second;
+    const bool k_q8 = q8 & 1, v_q8 = (q8 & 2) != 0;
+    const uint32_t kt = k_q8 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16, vt = v_q8 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16;
+    const size_t k_row = tern_type_row_bytes(kt, kw), v_row = tern_type_row_bytes(vt, vw);
     float *k = random_floats((size_t)(total * kw), 1.5f), *v = random_floats((size_t)(total * vw), 1.0f);
     float *q = random_floats((size_t)(second * n_head * dk), 1.5f);
-    uint16_t *kh = malloc(2 * (size_t)(n_ctx * kw)), *vh = malloc(2 * (size_t)(n_ctx * vw));
-    cl_mem kc = put(cl, NULL, 2 * (size_t)(n_ctx * kw)), vc = put(cl, NULL, 2 * (size_t)(n_ctx * vw));
+    uint8_t *kh = malloc(k_row * (size_t)n_ctx), *vh = malloc(v_row * (size_t)n_ctx);
+    cl_mem kc = put(cl, NULL, k_row * (size_t)n_ctx), vc = put(cl, NULL, v_row * (size_t)n_ctx);
     for (int part = 0; part < 2; part++) {
         const int64_t p0 = part ? first : 0, cnt = part ? second : first;
         cl_mem kd = put(cl, k + p0 * kw, sizeof(float) * (size_t)(cnt * kw));
         cl_mem vd = put(cl, v + p0 * vw, sizeof(float) * (size_t)(cnt * vw));
-        tern_cl_kv_store(cl, kd, vd, kc, vc, p0, cnt, kw, vw);
+        tern_cl_kv_store(cl, kd, vd, kc, vc, p0, cnt, kw, vw, k_q8, v_q8);
         tern_cl_release(cl, kd, 0);
         tern_cl_release(cl, vd, 0);
     }
-    /* the cache holds exactly the reference's f16 conversion */
-    uint16_t *got16 = malloc(2 * (size_t)(n_ctx * kw));
-    g_ref.f32_to_f16(total * kw, k, kh);
-    g_ref.f32_to_f16(total * vw, v, vh);
-    get(cl, kc, got16, 2 * (size_t)(total * kw));
-    assert_memory_equal(got16, kh, 2 * (size_t)(total * kw));
-    free(got16);
+    /* the cache holds exactly the reference's f16 conversion or Q8_0 rounding */
+    for (int64_t t = 0; t < total; t++) {
+        if (k_q8)
+            tern_quantize_row_q8_0(k + t * kw, kh + (size_t)t * k_row, kw);
+        else
+            g_ref.f32_to_f16(kw, k + t * kw, (uint16_t *)(kh + (size_t)t * k_row));
+        if (v_q8)
+            tern_quantize_row_q8_0(v + t * vw, vh + (size_t)t * v_row, vw);
+        else
+            g_ref.f32_to_f16(vw, v + t * vw, (uint16_t *)(vh + (size_t)t * v_row));
+    }
+    uint8_t *got_cache = malloc((k_row > v_row ? k_row : v_row) * (size_t)total);
+    get(cl, kc, got_cache, k_row * (size_t)total);
+    expect_cache_rows(got_cache, kh, k, total, kw, k_q8);
+    memcpy(kh, got_cache, k_row * (size_t)total); /* the reference attends over the device's blocks */
+    get(cl, vc, got_cache, v_row * (size_t)total);
+    expect_cache_rows(got_cache, vh, v, total, vw, v_q8);
+    memcpy(vh, got_cache, v_row * (size_t)total);
+    free(got_cache);
 
     cl_mem qd = put(cl, q, sizeof(float) * (size_t)(second * n_head * dk));
     cl_mem od = put(cl, NULL, sizeof(float) * (size_t)(second * n_head * dv));
@@ -607,20 +649,23 @@ static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second) {
     const int64_t windows[] = {0, 37, 37};
     const float caps[] = {0.0f, 0.0f, 1.5f};
     for (int wi = 0; wi < 3; wi++) {
-        const tern_cl_attn_shape s = {first, second, n_head, n_kv, dk, dv, kw, vw, windows[wi], 0.17f, caps[wi]};
+        const tern_cl_attn_shape s = {first, second, n_head,   n_kv, dk,   dv,  kw, vw, windows[wi], 0.17f,
+                                      caps[wi], k_q8, v_q8};
         tern_cl_attention(cl, qd, kc, vc, &s, od);
         get(cl, od, got, sizeof(float) * (size_t)(second * n_head * dv));
         for (int64_t t = 0; t < second; t++)
             for (int64_t h = 0; h < n_head; h++) {
                 const int64_t pos = first + t, hk = h / (n_head / n_kv);
                 const int64_t lo = windows[wi] > 0 && pos + 1 > windows[wi] ? pos + 1 - windows[wi] : 0;
-                g_ref.attn_capped(dk, dv, pos + 1 - lo, q + (t * n_head + h) * dk, kh + lo * kw + hk * dk,
-                                  (size_t)kw, vh + lo * vw + hk * dv, (size_t)vw, 0.17f, caps[wi], scores, want);
+                const tern_kv_rows kr = {kh + lo * k_row + tern_type_row_bytes(kt, hk * dk), k_row, kt},
+                                   vr = {vh + lo * v_row + tern_type_row_bytes(vt, hk * dv), v_row, vt};
+                g_ref.attn_capped(dk, dv, pos + 1 - lo, q + (t * n_head + h) * dk, &kr, &vr, 0.17f, caps[wi], scores,
+                                  want);
                 for (int64_t d = 0; d < dv; d++) /* |v| < 1: an online softmax rounds differently */
                     if (fabsf(got[(t * n_head + h) * dv + d] - want[d]) > 1e-5f)
-                        fail_msg("attention window %lld cap %g token %lld head %lld [%lld]: %.7g, want %.7g",
-                                 (long long)windows[wi], caps[wi], (long long)t, (long long)h, (long long)d,
-                                 got[(t * n_head + h) * dv + d], want[d]);
+                        fail_msg("attention K %s V %s window %lld cap %g token %lld head %lld [%lld]: %.7g, want %.7g",
+                                 tern_type_name(kt), tern_type_name(vt), (long long)windows[wi], caps[wi],
+                                 (long long)t, (long long)h, (long long)d, got[(t * n_head + h) * dv + d], want[d]);
             }
     }
     tern_cl_release(cl, kc, 0);
@@ -639,39 +684,52 @@ static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second) {
 
 static void test_kv_attention(void **state) {
     (void)state;
-    check_kv_attention(g_cl, 150, 50);
-    check_kv_attention(g_cl, 190, 10);
+    check_kv_attention(g_cl, 150, 50, 0);
+    check_kv_attention(g_cl, 190, 10, 0);
+    /* a Q8_0 cache (both, K only, V only): the prefill and the plain kernel */
+    for (int q8 = 1; q8 <= 3; q8++) {
+        check_kv_attention(g_cl, 150, 50, q8);
+        check_kv_attention(g_cl, 190, 10, q8);
+    }
     /* the prefill kernel with 16 queries per work-group, as on devices with 32 KB of local memory */
     char options[600];
     const tern_opencl_params p = with_options("-DATT_TQ=16", options, sizeof options);
     tern_cl *cl = open_with(&p);
-    check_kv_attention(cl, 150, 50);
+    check_kv_attention(cl, 150, 50, 0);
+    check_kv_attention(cl, 150, 50, 3);
     tern_cl_free(cl);
 }
 
-/* One query (decode) over a long cache: the keys are cut into spans on several work-groups and
- * merged (with one head there are more spans than chunks of keys need, so some spans are empty).
- * Positions 1, 129 and 1099: one key, one chunk plus one key, many spans. */
-static void test_attention_spans(void **state) {
-    (void)state;
+/* One query (decode) over a long cache, FP16 and Q8_0: the keys are cut into spans on several
+ * work-groups and merged. Positions 1, 129 and 1099: one key, one chunk plus one key, three spans
+ * of ATT_SPAN_MIN keys. */
+static void check_attention_spans(bool q8) {
     const int64_t dk = 64, dv = 64, n_ctx = 1100;
+    const uint32_t type = q8 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16;
+    const size_t k_row = tern_type_row_bytes(type, dk), v_row = tern_type_row_bytes(type, dv);
     float *k = random_floats((size_t)(n_ctx * dk), 1.5f), *v = random_floats((size_t)(n_ctx * dv), 1.0f);
     float *q = random_floats((size_t)dk, 1.5f), got[64], want[64], *scores = malloc(sizeof(float) * n_ctx);
-    uint16_t *kh = malloc(2 * (size_t)(n_ctx * dk)), *vh = malloc(2 * (size_t)(n_ctx * dv));
-    g_ref.f32_to_f16(n_ctx * dk, k, kh);
-    g_ref.f32_to_f16(n_ctx * dv, v, vh);
-    cl_mem kc = put(g_cl, kh, 2 * (size_t)(n_ctx * dk)), vc = put(g_cl, vh, 2 * (size_t)(n_ctx * dv));
+    uint8_t *kh = malloc(k_row * (size_t)n_ctx), *vh = malloc(v_row * (size_t)n_ctx);
+    if (q8) {
+        tern_quantize_row_q8_0(k, kh, n_ctx * dk);
+        tern_quantize_row_q8_0(v, vh, n_ctx * dv);
+    } else {
+        g_ref.f32_to_f16(n_ctx * dk, k, (uint16_t *)kh);
+        g_ref.f32_to_f16(n_ctx * dv, v, (uint16_t *)vh);
+    }
+    cl_mem kc = put(g_cl, kh, k_row * (size_t)n_ctx), vc = put(g_cl, vh, v_row * (size_t)n_ctx);
     cl_mem qd = put(g_cl, q, sizeof(float) * (size_t)dk), od = put(g_cl, NULL, sizeof(float) * (size_t)dv);
     const int64_t positions[] = {0, 128, n_ctx - 1};
     for (int i = 0; i < 3; i++) {
-        const tern_cl_attn_shape s = {positions[i], 1, 1, 1, dk, dv, dk, dv, 0, 0.13f, 0.0f};
+        const tern_cl_attn_shape s = {positions[i], 1, 1, 1, dk, dv, dk, dv, 0, 0.13f, 0.0f, q8, q8};
         tern_cl_attention(g_cl, qd, kc, vc, &s, od);
         get(g_cl, od, got, sizeof(float) * (size_t)dv);
-        g_ref.attn_head(dk, dv, positions[i] + 1, q, kh, (size_t)dk, vh, (size_t)dv, 0.13f, scores, want);
+        const tern_kv_rows kr = {kh, k_row, type}, vr = {vh, v_row, type};
+        g_ref.attn_head(dk, dv, positions[i] + 1, q, &kr, &vr, 0.13f, scores, want);
         for (int64_t d = 0; d < dv; d++)
             if (fabsf(got[d] - want[d]) > 1e-5f)
-                fail_msg("attention at position %lld [%lld]: %.7g, want %.7g", (long long)positions[i],
-                         (long long)d, got[d], want[d]);
+                fail_msg("attention (%s) at position %lld [%lld]: %.7g, want %.7g", tern_type_name(type),
+                         (long long)positions[i], (long long)d, got[d], want[d]);
     }
     tern_cl_release(g_cl, kc, 0);
     tern_cl_release(g_cl, vc, 0);
@@ -683,6 +741,12 @@ static void test_attention_spans(void **state) {
     free(kh);
     free(vh);
     free(scores);
+}
+
+static void test_attention_spans(void **state) {
+    (void)state;
+    check_attention_spans(false);
+    check_attention_spans(true);
 }
 
 /* With int8 products, attention writes its output rounded for the product that follows (the
@@ -711,7 +775,7 @@ static void test_attention_then_product(void **state) {
     for (int i = 0; i < 2; i++)
         for (int64_t m = 1; m <= 3; m += 2) {
             const tern_cl_attn_shape s = {positions[i], m, n_head, n_head_kv, dk, dv, n_head_kv * dk, n_head_kv * dv,
-                                          0, 0.125f, 0.0f};
+                                          0, 0.125f, 0.0f, false, false};
             tern_cl_attention(g_cl, qd, kc, vc, &s, od);
             tern_cl_matmul(g_cl, dev, od, m, ya);
             tern_cl_copy(g_cl, od, 0, o2, 0, sizeof(float) * (size_t)(m * width));
@@ -1384,7 +1448,7 @@ static void test_rope_kv(void **state) {
             } else {
                 tern_cl_rope(g_cl, qd, n_tok, n_head, hd, n_rot, neox, td, pos0);
                 tern_cl_rope(g_cl, kd, n_tok, n_kv, hd, n_rot, neox, td, pos0);
-                tern_cl_kv_store(g_cl, kd, vd, kc, vc, pos0, n_tok, n_kv * hd, n_kv * hd);
+                tern_cl_kv_store(g_cl, kd, vd, kc, vc, pos0, n_tok, n_kv * hd, n_kv * hd, false, false);
             }
             out[fused][0] = qd;
             out[fused][1] = kd;
@@ -1425,7 +1489,7 @@ static void test_backend_rope(void **state) {
         factors[i] = 1.0f + (float)i * 0.7f;
     float *x = random_floats((size_t)(n_tok * n_head * head_dim), 2.0f);
     float out[2][3 * 3 * 32];
-    const tern_kv_shape kv = {1, 1000, 32, 32};
+    const tern_kv_shape kv = {1, 1000, 32, 32, TERN_TYPE_F16, TERN_TYPE_F16};
     for (int b = 0; b < 2; b++) {
         tern_backend *be = bes[b];
         assert_int_equal(be->ops->kv_create(be, &kv, &err), TERN_OK);
@@ -1477,7 +1541,7 @@ static void test_backend_fused(void **state) {
                 assert_int_equal(tern_backend_opencl_create(g_device, false, &g_params, NULL, &be, &err), TERN_OK);
             else
                 assert_int_equal(tern_backend_cpu_create(1, NULL, "ref", false, &be, &err), TERN_OK);
-            const tern_kv_shape kv = {2, 16, HKV * D, HKV * D};
+            const tern_kv_shape kv = {2, 16, HKV * D, HKV * D, TERN_TYPE_F16, TERN_TYPE_F16};
             assert_int_equal(be->ops->kv_create(be, &kv, &err), TERN_OK);
             tern_weight *qw = f32_weight(be, qn, D), *kw = f32_weight(be, kn, D), *bw = f32_weight(be, bn, W),
                         *nw = f32_weight(be, nn, W);

@@ -1,6 +1,7 @@
 /*
  * The decode roofline pieces: the read loop of the bandwidth probe (kernels/cpu/memread.h), the
- * threaded measurement and the bytes a decode step reads (platform/roofline.h).
+ * threaded measurement (platform/roofline.h), the bytes a decode step reads, and the KV cache's
+ * bytes per type with the head sizes each type takes (engine/forward.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -78,16 +79,19 @@ static void check_model(const char *path, bool tied) {
     const tern_gguf_tensor *embd = m->w.token_embd;
     const uint64_t row = embd->nbytes / (uint64_t)embd->ne[1];
     tern_decode_bytes db;
-    tern_model_decode_bytes(m, 0, &db);
+    tern_model_decode_bytes(m, 0, TERN_KV_F16, TERN_KV_F16, &db);
     assert_int_equal(m->w.tied_output, tied);
     /* tied: the embedding is the output head, read whole; untied: one row of it */
     assert_true(db.weights == (tied ? m->weight_bytes : m->weight_bytes - embd->nbytes + row));
     assert_true(db.kv == 0);
-    tern_model_decode_bytes(m, 100, &db);
+    tern_model_decode_bytes(m, 100, TERN_KV_F16, TERN_KV_F16, &db);
     /* K and V, every layer, FP16 */
     const uint64_t kv = 2ull * (uint64_t)m->hp.n_layer * 100u * (uint64_t)m->hp.n_head_kv *
                         (uint64_t)m->hp.head_dim_k * 2u;
     assert_true(db.kv == kv);
+    /* Q8_0: 34 bytes per 32 values (head_dim a multiple of 32) */
+    tern_model_decode_bytes(m, 100, TERN_KV_Q8_0, TERN_KV_Q8_0, &db);
+    assert_true(db.kv == kv / 2 / 32 * 34);
     tern_model_free(m);
 }
 
@@ -95,6 +99,28 @@ static void test_decode_bytes(void **state) {
     (void)state;
     check_model("tests/golden/tiny-q4km.gguf", false);
     check_model("tests/golden/tiny-tied-q4km.gguf", true);
+}
+
+/* tern_kv_check on head sizes no real model has: Q8_0 needs whole blocks of 32 per head, so K of 80
+ * is refused for Q8_0 (naming the field and the size) while V of 64 takes it; the cache's bytes
+ * then count each in its own type. */
+static void test_kv_types_for_head_sizes(void **state) {
+    (void)state;
+    tern_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_layer = 2, hp.n_head_kv = 2, hp.head_dim_k = 80, hp.head_dim_v = 64;
+    tern_error err = {0};
+    uint32_t k, v;
+    assert_int_equal(tern_kv_check(&hp, TERN_KV_F16, TERN_KV_F16, &k, &v, &err), TERN_OK);
+    assert_true(k == TERN_TYPE_F16 && v == TERN_TYPE_F16);
+    assert_int_equal(tern_kv_check(&hp, TERN_KV_Q8_0, TERN_KV_F16, &k, &v, &err), TERN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "type_k q8_0 needs a head size that is a multiple of 32; this model's is 80"));
+    assert_int_equal(tern_kv_check(&hp, TERN_KV_F16, TERN_KV_Q8_0, &k, &v, &err), TERN_OK);
+    assert_true(k == TERN_TYPE_F16 && v == TERN_TYPE_Q8_0);
+    /* 2 layers x 10 positions x (160 fp16 + 4 blocks of 34 bytes) */
+    assert_true(tern_kv_cache_bytes(&hp, 10, k, v) == 2u * 10u * (160u * 2u + 4u * 34u));
+    assert_int_equal(tern_kv_check(&hp, TERN_KV_F16, (tern_kv_type)5, &k, &v, &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "type_v 5 is not a KV cache type"));
 }
 
 static void test_roofline_tokens(void **state) {
@@ -110,6 +136,7 @@ int main(void) {
         cmocka_unit_test(test_bandwidth),
         cmocka_unit_test(test_decode_bytes),
         cmocka_unit_test(test_roofline_tokens),
+        cmocka_unit_test(test_kv_types_for_head_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,7 @@ typedef struct tern_bench_config {
     int64_t n_prompt, n_gen;
     bool force;          /* allow a context above the trained length (the ladder's 8192) */
     double max_decode_s; /* > 0: stop decoding after this long (doctor's short measurement) */
+    tern_kv_type type_k, type_v; /* -ctk, -ctv (default F16) */
 } tern_bench_config;
 
 typedef struct tern_bench_run {

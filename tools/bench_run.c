@@ -36,8 +36,11 @@ void tern_bench_config_label(const tern_bench_config *c, char *buf, size_t cap) 
     char t[16], ctx[24];
     snprintf(t, sizeof t, c->n_threads ? "%d" : "auto", c->n_threads);
     snprintf(ctx, sizeof ctx, c->n_ctx ? "%lld" : "default", (long long)c->n_ctx);
-    snprintf(buf, cap, "t=%s %s ctx=%s p=%lld n=%lld", t, tern_bench_backend_name(c->backend), ctx,
-             (long long)c->n_prompt, (long long)c->n_gen);
+    char kv[40] = "";
+    if (c->type_k != TERN_KV_F16 || c->type_v != TERN_KV_F16)
+        snprintf(kv, sizeof kv, " ctk=%s ctv=%s", tern_kv_type_name(c->type_k), tern_kv_type_name(c->type_v));
+    snprintf(buf, cap, "t=%s %s ctx=%s p=%lld n=%lld%s", t, tern_bench_backend_name(c->backend), ctx,
+             (long long)c->n_prompt, (long long)c->n_gen, kv);
 }
 
 tern_status tern_bench_model_read(const char *path, tern_bench_model *out, tern_error *err) {
@@ -370,6 +373,8 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
     cp.backend = cfg->backend;
     cp.n_ctx = cfg->n_ctx;
     cp.force = cfg->force;
+    cp.type_k = cfg->type_k;
+    cp.type_v = cfg->type_v;
     cp.log_fn = tern_cli_log;
     st = tern_env_context_params(&cp, err);
     if (st == TERN_OK)
@@ -425,7 +430,7 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
     r->launches_per_token =
         watch.tokens > 1 ? (double)(watch.launches_last - watch.launches_first) / (double)(watch.tokens - 1) : -1;
     tern_decode_bytes db;
-    tern_model_decode_bytes(m, gs.n_prompt + gs.n_generated / 2, &db);
+    tern_model_decode_bytes(m, gs.n_prompt + gs.n_generated / 2, ci.type_k, ci.type_v, &db);
     r->bytes_per_token = db.weights + db.kv;
     if (!strncmp(r->backend, "cpu", 3)) { /* decode read the weights from the mapped file */
         tern_mapping_info map;

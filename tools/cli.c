@@ -55,6 +55,26 @@ const char *tern_cli_bytes(uint64_t b, char *buf, size_t cap) {
     return buf;
 }
 
+bool tern_cli_kv_type(const char *flag, const char *s, tern_kv_type *out) {
+    const tern_kv_type types[] = {TERN_KV_F16, TERN_KV_Q8_0};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (!strcmp(s, tern_kv_type_name(types[i]))) {
+            *out = types[i];
+            return true;
+        }
+    fprintf(stderr, "tern: %s takes f16 or q8_0 (the KV cache types tern stores), got '%s'\n", flag, s);
+    return false;
+}
+
+const char *tern_cli_kv_desc(tern_kv_type type_k, tern_kv_type type_v, char *buf, size_t cap) {
+    if (type_k == type_v)
+        snprintf(buf, cap, "%s", type_k == TERN_KV_Q8_0 ? "Q8_0" : "FP16");
+    else
+        snprintf(buf, cap, "K %s, V %s", type_k == TERN_KV_Q8_0 ? "Q8_0" : "FP16",
+                 type_v == TERN_KV_Q8_0 ? "Q8_0" : "FP16");
+    return buf;
+}
+
 int tern_cli_fail(const char *cmd, const tern_error *err) {
     fprintf(stderr, "tern %s: %s\n", cmd, err->message[0] ? err->message : tern_status_name(err->status));
     return TERN_EXIT_FAIL;
@@ -90,9 +110,10 @@ void tern_cli_hint(tern_error *err, const tern_context_params *p, const tern_mod
         break;
     case TERN_ERR_NOMEM: { /* the plan's refusal, not a failed allocation (ulimit -v, a cgroup) */
         tern_memory_plan plan;
-        tern_model_plan_memory(m, p->n_ctx, p->n_batch, &plan);
-        if (m && !p->force && !plan.fits)
-            add_hint(err, "--ctx sets n_ctx, --force skips the check");
+        if (m && !p->force && tern_model_plan_context(m, p, &plan, NULL) == TERN_OK && !plan.fits)
+            add_hint(err, "--ctx sets n_ctx%s, --force skips the check",
+                     p->type_k == TERN_KV_F16 || p->type_v == TERN_KV_F16 ? ", -ctk q8_0 -ctv q8_0 about halve the KV cache"
+                                                                          : "");
         break;
     }
     case TERN_ERR_CONTEXT_FULL:
@@ -158,6 +179,9 @@ const char tern_run_options_help[] =
     "      --device N         OpenCL device index\n"
     "      --force            allow a context above the trained length or over available memory\n"
     "      --check-numerics   check every layer for inf/NaN and name the first bad one (slow)\n"
+    "  -ctk, --cache-type-k T KV cache type of the keys: f16 (default) or q8_0 (34 bytes per 32 values:\n"
+    "                         about half the cache; needs head sizes that are multiples of 32)\n"
+    "  -ctv, --cache-type-v T the same for the values\n"
     "      --temp T           temperature (default 0.8; 0 = greedy)\n"
     "      --top-k N          (default 40; 0 = off)\n"
     "      --top-p P          (default 0.95; 1 = off)\n"
@@ -179,8 +203,6 @@ static const struct {
     const char *flag, *alias, *why;
 } refused_flags[] = {
     {"-fa", "--flash-attn", "tern's attention is always fused over the KV cache; drop the flag"},
-    {"-ctk", "--cache-type-k", "the KV cache is FP16; its size is set by -c"},
-    {"-ctv", "--cache-type-v", "the KV cache is FP16; its size is set by -c"},
     {"--mlock", NULL, "tern does not lock the weights in memory"},
     {"--no-mmap", NULL, "tern always maps the file (TERN_CPU_COPY_WEIGHTS=1 copies the weights)"},
     {"-tb", "--threads-batch", "one thread count serves prompt and generation: -t"},
@@ -276,6 +298,14 @@ int tern_run_options_parse(tern_run_options *o, int argc, char **argv, int *i) {
         if (!tern_cli_int(a, v, 0, 64, &n))
             return -1;
         o->ctx.device = (int)n;
+    } else if (IS("-ctk", "--cache-type-k")) {
+        VALUE();
+        if (!tern_cli_kv_type(a, v, &o->ctx.type_k))
+            return -1;
+    } else if (IS("-ctv", "--cache-type-v")) {
+        VALUE();
+        if (!tern_cli_kv_type(a, v, &o->ctx.type_v))
+            return -1;
     } else if (IS("--force", NULL)) {
         o->ctx.force = true;
     } else if (IS("--check-numerics", NULL)) {
@@ -380,17 +410,18 @@ int tern_run_setup(const char *cmd, const tern_run_options *o, tern_model **mode
     tern_context_info ci;
     tern_model_get_info(*model, &mi);
     tern_context_get_info(*ctx, &ci);
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], kv[32];
     fprintf(stderr,
             "model    %s (%s, %lld layers, %s, %.2f bits/weight)\n"
             "weights  %s%s\n"
             "backend  %s — %s\n"
             "threads  %d — %s\n"
-            "context  %lld tokens (trained %lld), KV cache FP16 %s, batch %lld\n",
+            "context  %lld tokens (trained %lld), KV cache %s %s, batch %lld\n",
             mi.name, mi.architecture, (long long)mi.n_layer, tern_cli_bytes(mi.weight_bytes, b1, sizeof b1),
             mi.bits_per_weight, mi.quant_mix, mi.weights_are_float ? " (mostly float: slow, see the warning)" : "",
             ci.backend, ci.backend_reason, ci.n_threads, ci.threads_reason, (long long)ci.n_ctx,
-            (long long)mi.n_ctx_train, tern_cli_bytes(ci.kv_bytes, b2, sizeof b2), (long long)ci.n_batch);
+            (long long)mi.n_ctx_train, tern_cli_kv_desc(ci.type_k, ci.type_v, kv, sizeof kv),
+            tern_cli_bytes(ci.kv_bytes, b2, sizeof b2), (long long)ci.n_batch);
     if (ci.mem_available)
         fprintf(stderr, "memory   needs %s of %s available\n",
                 tern_cli_bytes(ci.weight_bytes + ci.kv_bytes + ci.scratch_bytes, b1, sizeof b1),

@@ -28,6 +28,10 @@ enum { TERN_EXIT_OK = 0, TERN_EXIT_FAIL = 1, TERN_EXIT_USAGE = 2 };
 /* Parse a whole decimal integer in [lo, hi]; false (and a message on stderr) otherwise. */
 bool tern_cli_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool tern_cli_float(const char *flag, const char *s, double lo, double hi, double *out);
+/* A KV cache type, llama.cpp's spelling (f16, q8_0); false and a message naming flag otherwise. */
+bool tern_cli_kv_type(const char *flag, const char *s, tern_kv_type *out);
+/* "FP16", "Q8_0", or "K Q8_0, V FP16" when the two differ, into buf. */
+const char *tern_cli_kv_desc(tern_kv_type type_k, tern_kv_type type_v, char *buf, size_t cap);
 /* The value after a flag (argv[*i + 1]); advances *i. NULL and a message when missing. */
 const char *tern_cli_value(int argc, char **argv, int *i);
 /* "1.23 GiB" / "45.6 MiB" / "789 KiB" */
@@ -79,7 +83,7 @@ typedef struct tern_run_options {
 } tern_run_options;
 void tern_run_options_init(tern_run_options *o);
 /* Consumes one option at argv[*i] if it is a common one (-m, -c/--ctx, -t/--threads, -b/--batch,
- * --backend, -ngl, --device, --force, --check-numerics, --temp, --top-k, --top-p, --min-p,
+ * --backend, -ngl, --device, -ctk, -ctv, --force, --check-numerics, --temp, --top-k, --top-p, --min-p,
  * --repeat-penalty, --repeat-last-n, -s/--seed, and llama.cpp's spellings of them). Returns 1 if
  * consumed (llama.cpp options that change nothing in tern are consumed too), 0 if not, -1 on a
  * bad value or a llama.cpp option tern does not take (with the reason on stderr). */

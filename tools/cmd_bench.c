@@ -31,6 +31,8 @@ static const char bench_help[] =
     "  -t, --threads L       threads, a number or auto (default auto)\n"
     "      --backend L       auto, cpu, opencl (default auto)\n"
     "  -c, --ctx L           context length (default: 4096 or the trained length)\n"
+    "  -ctk, --cache-type-k T  KV cache type of the keys: f16 (default) or q8_0\n"
+    "  -ctv, --cache-type-v T  the same for the values\n"
     "  -r, --reps N          runs per configuration (default 3)\n"
     "  -f, --file FILE       prompt text (default: a built-in English paragraph, repeated)\n"
     "  -o, --output FMT      md (default), json or csv, on stdout\n"
@@ -99,6 +101,7 @@ typedef struct bench_args {
     int64_t reps, interval_ms;
     enum { OUT_MD, OUT_JSON, OUT_CSV } output;
     bool cold, ladder;
+    tern_kv_type type_k, type_v;
 } bench_args;
 
 /* 0 parsed, else the exit status. */
@@ -133,6 +136,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             ok = parse_list(f, v, 1, 1 << 24, false, &a->ctxs);
         else if (!strcmp(f, "--backend"))
             ok = parse_backends(v, &a->backends);
+        else if (!strcmp(f, "-ctk") || !strcmp(f, "--cache-type-k"))
+            ok = tern_cli_kv_type(f, v, &a->type_k);
+        else if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v"))
+            ok = tern_cli_kv_type(f, v, &a->type_v);
         else if (!strcmp(f, "-r") || !strcmp(f, "--reps"))
             ok = tern_cli_int(f, v, 1, 100, &a->reps);
         else if (!strcmp(f, "--interval"))
@@ -187,7 +194,9 @@ static tern_bench_config *make_configs(const bench_args *a, int *n_out) {
                                                      .n_threads = (int)a->threads.v[t],
                                                      .n_ctx = a->ctxs.v[x],
                                                      .n_prompt = a->prompts.v[p],
-                                                     .n_gen = a->gens.v[g]};
+                                                     .n_gen = a->gens.v[g],
+                                                     .type_k = a->type_k,
+                                                     .type_v = a->type_v};
     *n_out = n;
     return c;
 }

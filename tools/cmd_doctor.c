@@ -14,7 +14,8 @@
 #include "tools/env_params.h"
 
 static const char doctor_help[] =
-    "usage: tern doctor [-m MODEL] [--ctx N] [-t N] [--backend B] [--json] [--seconds S] [--no-measure]\n"
+    "usage: tern doctor [-m MODEL] [--ctx N] [-ctk T] [-ctv T] [-t N] [--backend B] [--json] [--seconds S]\n"
+    "                   [--no-measure]\n"
     "\n"
     "Checks, each with OK / WARN / FAIL, the numbers behind it and the fix as a command:\n"
     "  1 model format   share of F16/F32 weight bytes, the size a Q4_K_M file would have\n"
@@ -24,13 +25,15 @@ static const char doctor_help[] =
     "  4 memory         weights + KV + scratch against MemAvailable, swap and zRAM in use\n"
     "  5 power and heat governor, platform profile, battery saver, clocks now vs max, temperatures\n"
     "  6 context        KV cache at --ctx against the weights, the trained length (tern's default\n"
-    "                   context is shown, not flagged)\n"
+    "                   context is shown, not flagged); where an FP16 cache is the cost, the fix\n"
+    "                   names -ctk q8_0 -ctv q8_0 beside a shorter --ctx\n"
     "With -m it then decodes for a few seconds and compares tokens/s with the roofline (read\n"
     "bandwidth / bytes per token); when far below, the likely causes are ranked.\n"
     "The machine is read through $TERN_SYSROOT (default /): see docs/troubleshooting.md.\n"
     "\n"
     "  -m, --model FILE   the model to check (checks 1, 2, 4, 6 need it for their full answer)\n"
     "  -c, --ctx N        the context you mean to run with (default: 4096 or the trained length)\n"
+    "  -ctk, -ctv T       the KV cache types you mean to run with: f16 (default) or q8_0\n"
     "  -t, --threads N    the thread count you mean to use (default: auto)\n"
     "      --backend B    auto, cpu or opencl (default auto)\n"
     "      --seconds S    length of the measurement (default 3)\n"
@@ -64,7 +67,7 @@ static void measure(const tern_doctor_input *in, double seconds, measurement *ou
     int64_t n_ctx = in->n_ctx > 0 ? in->n_ctx : trained < 4096 ? trained : 4096;
     tern_bench_config cfg = {.model = in->model_path, .n_threads = in->n_threads, .backend = in->backend,
                              .n_ctx = n_ctx, .force = in->n_ctx > trained, .n_prompt = n_ctx > 64 ? 32 : n_ctx / 2,
-                             .max_decode_s = seconds};
+                             .max_decode_s = seconds, .type_k = in->type_k, .type_v = in->type_v};
     cfg.n_gen = n_ctx - cfg.n_prompt;
     tern_error err = {0};
     if (cfg.n_prompt < 1 || tern_bench_run_once(&env, &cfg, &out->run, &err) != TERN_OK) {
@@ -290,6 +293,12 @@ int tern_cmd_doctor(int argc, char **argv) {
                 return DOCTOR_EXIT_USAGE;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
             if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, 1, 1 << 24, &in.n_ctx))
+                return DOCTOR_EXIT_USAGE;
+        } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) {
+            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_kv_type(a, v, &in.type_k))
+                return DOCTOR_EXIT_USAGE;
+        } else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) {
+            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_kv_type(a, v, &in.type_v))
                 return DOCTOR_EXIT_USAGE;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!(v = tern_cli_value(argc, argv, &i)))

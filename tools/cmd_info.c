@@ -13,12 +13,14 @@
 #include "tools/env_params.h"
 
 static const char info_help[] =
-    "usage: tern info MODEL [--ctx N] [--batch N]\n"
+    "usage: tern info MODEL [--ctx N] [--batch N] [-ctk f16|q8_0] [-ctv f16|q8_0]\n"
     "       tern info --cpu\n"
     "       tern info --devices\n\n"
     "Describes a GGUF model: architecture, hyper-parameters, tokenizer, tensors by type, weight\n"
-    "bytes, bits per weight, and the memory a run at --ctx needs (weights + FP16 KV cache + scratch)\n"
-    "against the memory available now. A malformed file gets one line naming the problem.\n"
+    "bytes, bits per weight, and the memory a run at --ctx needs (weights + KV cache + scratch)\n"
+    "against the memory available now; the KV cache is FP16 unless -ctk/--cache-type-k and\n"
+    "-ctv/--cache-type-v say q8_0 (34 bytes per 32 values). A malformed file gets one line naming\n"
+    "the problem.\n"
     "--cpu prints the CPU features detected and the kernel path tern picks (TERN_ISA forces one).\n"
     "--devices lists the ICD registry the OpenCL loader reads (OCL_ICD_VENDORS or /etc/OpenCL/vendors)\n"
     "and any vendor driver no .icd registers (with the commands that register it), the OpenCL\n"
@@ -123,6 +125,7 @@ static int print_devices(void) {
 int tern_cmd_info(int argc, char **argv) {
     const char *path = NULL;
     int64_t n_ctx = 0, n_batch = 0;
+    tern_context_params cp = tern_context_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -137,6 +140,12 @@ int tern_cmd_info(int argc, char **argv) {
                 return TERN_EXIT_USAGE;
         } else if (!strcmp(a, "--batch") || !strcmp(a, "-b")) {
             if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_int(a, v, 1, 1 << 16, &n_batch))
+                return TERN_EXIT_USAGE;
+        } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) {
+            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_kv_type(a, v, &cp.type_k))
+                return TERN_EXIT_USAGE;
+        } else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) {
+            if (!(v = tern_cli_value(argc, argv, &i)) || !tern_cli_kv_type(a, v, &cp.type_v))
                 return TERN_EXIT_USAGE;
         } else if (a[0] == '-' && strcmp(a, "-m") && strcmp(a, "--model")) {
             fprintf(stderr, "tern info: unknown option '%s'\n%s", a, info_help);
@@ -162,7 +171,17 @@ int tern_cmd_info(int argc, char **argv) {
         return tern_cli_fail("info", &err);
     tern_model_info mi;
     tern_model_get_info(m, &mi);
-    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    char b1[32], b2[32], b3[32], b4[32], b5[32], kv[32];
+    /* the plan of the context a run with these options would make (a context above the trained
+     * length is planned too: force) */
+    tern_memory_plan plan;
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
+    cp.force = true;
+    if (tern_model_plan_context(m, &cp, &plan, &err) != TERN_OK) {
+        tern_model_free(m);
+        return tern_cli_fail("info", &err);
+    }
     printf("file          %s\n", path);
     printf("name          %s\n", mi.name);
     printf("architecture  %s\n", mi.architecture);
@@ -182,10 +201,9 @@ int tern_cmd_info(int argc, char **argv) {
     printf("weights       %s, %.2f bits/weight\n", tern_cli_bytes(mi.weight_bytes, b1, sizeof b1),
            mi.bits_per_weight);
     printf("tensors       %s\n", mi.quant_mix);
-    tern_memory_plan plan;
-    tern_model_plan_memory(m, n_ctx, n_batch, &plan);
-    printf("run at ctx %lld: weights %s + KV cache %s (FP16) + scratch %s = %s\n", (long long)plan.n_ctx,
+    printf("run at ctx %lld: weights %s + KV cache %s (%s) + scratch %s = %s\n", (long long)plan.n_ctx,
            tern_cli_bytes(plan.weights, b1, sizeof b1), tern_cli_bytes(plan.kv_cache, b2, sizeof b2),
+           tern_cli_kv_desc(cp.type_k, cp.type_v, kv, sizeof kv),
            tern_cli_bytes(plan.scratch, b3, sizeof b3), tern_cli_bytes(plan.total, b4, sizeof b4));
     if (plan.available)
         printf("memory        %s available now: %s (largest context that fits: %lld)\n",

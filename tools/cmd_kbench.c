@@ -147,7 +147,9 @@ typedef struct attn_job {
     const tern_cpu_kernels *kt;
     int64_t n_head, n_head_kv, dim, n_kv, m; /* m queries per head, at positions n_kv - m .. n_kv - 1 */
     const float *q;
-    const uint16_t *kc, *vc;
+    const uint8_t *kc, *vc; /* n_kv rows of n_head_kv * dim values in type's bytes, row bytes apart */
+    size_t row;
+    uint32_t type; /* TERN_TYPE_F16 or TERN_TYPE_Q8_0: the KV cache type */
     float *scores; /* TERN_ATTN_ROWS * n_kv per thread */
     float *out;
 } attn_job;
@@ -156,7 +158,7 @@ typedef struct attn_job {
  * it) in runs of TERN_ATTN_ROWS, through tern_attn_queries. */
 static void attn_part(void *arg, int thread, int n_threads) {
     attn_job *j = arg;
-    const int64_t group = j->n_head / j->n_head_kv, stride = j->n_head_kv * j->dim, per_kv = j->m * group;
+    const int64_t group = j->n_head / j->n_head_kv, per_kv = j->m * group;
     const float scale = 1.0f / sqrtf((float)j->dim);
     float *scores = j->scores + (size_t)thread * TERN_ATTN_ROWS * (size_t)j->n_kv;
     for (int64_t kvh = j->n_head_kv * thread / n_threads; kvh < j->n_head_kv * (thread + 1) / n_threads; kvh++)
@@ -171,28 +173,38 @@ static void attn_part(void *arg, int thread, int n_threads) {
                 qs[n] = j->q + (i * j->n_head + h) * j->dim;
                 outs[n] = j->out + (i * j->n_head + h) * j->dim;
             }
-            tern_attn_queries(j->kt, j->dim, j->dim, n, qs, first, n_kv, j->kc + kvh * j->dim, (size_t)stride,
-                              j->vc + kvh * j->dim, (size_t)stride, scale, 0.0f, scores, outs);
+            const size_t head = tern_type_row_bytes(j->type, kvh * j->dim);
+            const tern_kv_rows k = {j->kc + head, j->row, j->type}, v = {j->vc + head, j->row, j->type};
+            tern_attn_queries(j->kt, j->dim, j->dim, n, qs, first, n_kv, &k, &v, scale, 0.0f, scores, outs);
         }
 }
 
 static void bench_attention(tern_kbench_state *s, const tern_cpu_kernels *kt, const tern_kbench_model *ms,
-                            int64_t n_kv, int64_t m) {
-    const size_t cache = (size_t)n_kv * (size_t)(ms->n_head_kv * ms->head_dim);
+                            int64_t n_kv, int64_t m, uint32_t type) {
+    const int64_t width = ms->n_head_kv * ms->head_dim;
+    const size_t row = tern_type_row_bytes(type, width), cache = (size_t)n_kv * row;
     const size_t q_floats = (size_t)(m * ms->n_head * ms->head_dim);
-    attn_job j = {.kt = kt, .n_head = ms->n_head, .n_head_kv = ms->n_head_kv, .dim = ms->head_dim, .n_kv = n_kv, .m = m};
-    uint16_t *kc = malloc(cache * sizeof *kc), *vc = malloc(cache * sizeof *vc);
+    attn_job j = {.kt = kt, .n_head = ms->n_head, .n_head_kv = ms->n_head_kv, .dim = ms->head_dim, .n_kv = n_kv, .m = m,
+                  .row = row, .type = type};
+    uint8_t *kc = malloc(cache), *vc = malloc(cache);
     float *q = malloc(q_floats * sizeof *q), *out = malloc(q_floats * sizeof *out);
     float *scores = malloc((size_t)s->n_threads * TERN_ATTN_ROWS * (size_t)n_kv * sizeof *scores);
-    if (!kc || !vc || !q || !out || !scores) {
+    float *values = malloc((size_t)width * sizeof *values);
+    if (!row || !kc || !vc || !q || !out || !scores || !values) {
         tern_kbench_skip(s, "attention %s %s ctx %lld: out of memory", kt->isa, ms->name, (long long)n_kv);
         goto done;
     }
     uint64_t seed = 11;
-    for (size_t i = 0; i < cache; i++) {
-        kc[i] = tern_fp32_to_fp16(tern_kbench_uniform(&seed));
-        vc[i] = tern_fp32_to_fp16(tern_kbench_uniform(&seed));
-    }
+    for (int64_t t = 0; t < n_kv; t++) /* each row stored as the backend stores it */
+        for (int kv = 0; kv < 2; kv++) {
+            uint8_t *dst = (kv ? vc : kc) + (size_t)t * row;
+            for (int64_t i = 0; i < width; i++)
+                values[i] = tern_kbench_uniform(&seed);
+            if (type == TERN_TYPE_Q8_0)
+                kt->quantize_act[TERN_TYPE_Q8_0](values, dst, width);
+            else
+                kt->f32_to_f16(width, values, (uint16_t *)dst);
+        }
     for (size_t i = 0; i < q_floats; i++)
         q[i] = tern_kbench_uniform(&seed);
     j.q = q, j.kc = kc, j.vc = vc, j.scores = scores, j.out = out;
@@ -200,11 +212,11 @@ static void bench_attention(tern_kbench_state *s, const tern_cpu_kernels *kt, co
     const tern_kbench_time tm = time_it(&t, s->budget_s);
     /* GB/s: the cache read once per call; a share of the roofline only for decode, which reads it once
      * per query */
-    const double bytes = 2.0 * (double)cache * 2, gbs = bytes / tm.median / 1e9;
+    const double bytes = 2.0 * (double)cache, gbs = bytes / tm.median / 1e9;
     const double flop = 4.0 * (double)(ms->n_head * ms->head_dim) * (double)n_kv * (double)m;
-    tern_kbench_result r = {.family = "attention", .isa = kt->isa, .type = "F16 KV", .model = ms->name,
-                   .rows = ms->n_head, .k = ms->head_dim, .m = m, .threads = s->n_threads, .time = tm, .gbs = gbs,
-                   .gflops = flop / tm.median / 1e9,
+    tern_kbench_result r = {.family = "attention", .isa = kt->isa, .type = type == TERN_TYPE_Q8_0 ? "Q8_0 KV" : "F16 KV",
+                   .model = ms->name, .rows = ms->n_head, .k = ms->head_dim, .m = m, .threads = s->n_threads, .time = tm,
+                   .gbs = gbs, .gflops = flop / tm.median / 1e9,
                    .roofline_pct = m == 1 && s->bw_gbs > 0 ? 100 * gbs / s->bw_gbs : -1};
     snprintf(r.shape, sizeof r.shape, "ctx %lld, %lld heads x %lld", (long long)n_kv, (long long)ms->n_head,
              (long long)ms->head_dim);
@@ -215,6 +227,7 @@ done:
     free(q);
     free(out);
     free(scores);
+    free(values);
 }
 
 /* ---- row operations (one thread, cache-resident: GB/s of the bytes touched) ---- */
@@ -331,7 +344,9 @@ static void bench_isa(tern_kbench_state *s, const tern_cpu_kernels *kt) {
     for (int mi = 0; mi < tern_kbench_n_models(s) && tern_kbench_wanted(s, "attention", NULL); mi++)
         for (int c = 0; c < n_contexts; c++)
             for (int64_t m = 1; m <= TERN_ATTN_ROWS; m += TERN_ATTN_ROWS - 1) /* decode; a prompt's block */
-                bench_attention(s, kt, &tern_kbench_models[mi], contexts[c], m);
+                for (int q8 = 0; q8 <= 1; q8++) /* the KV cache types (-ctk, -ctv) */
+                    bench_attention(s, kt, &tern_kbench_models[mi], contexts[c], m,
+                                    q8 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16);
     for (int mi = 0; mi < tern_kbench_n_models(s); mi++)
         bench_ops(s, kt, &tern_kbench_models[mi]);
 }

@@ -47,6 +47,7 @@ typedef struct tern_doctor_input {
     const char *model_path;
     tern_model *model; /* loaded, or NULL */
     int64_t n_ctx;     /* 0: the default */
+    tern_kv_type type_k, type_v; /* -ctk, -ctv (default F16) */
     int n_threads;     /* 0: auto */
     tern_backend_kind backend;
     const tern_sysdesc *sys;

@@ -459,14 +459,22 @@ static void check_context(const tern_doctor_input *in, tern_doctor_check *c) {
     const tern_hparams *hp = &in->model->hp;
     const bool chosen = in->n_ctx > 0;
     const int64_t n_ctx = chosen ? in->n_ctx : hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
-    const uint64_t kv = tern_kv_cache_bytes(hp, n_ctx), per_pos = tern_kv_cache_bytes(hp, 1);
-    tern_decode_bytes db;
-    tern_model_decode_bytes(in->model, 0, &db);
-    char b1[32], b2[32];
+    /* the cache's bytes as a run with these types would hold them (decode_bytes of a full context) */
+    tern_decode_bytes db, full, one, q8;
+    tern_model_decode_bytes(in->model, 0, in->type_k, in->type_v, &db);
+    tern_model_decode_bytes(in->model, n_ctx, in->type_k, in->type_v, &full);
+    tern_model_decode_bytes(in->model, 1, in->type_k, in->type_v, &one);
+    tern_model_decode_bytes(in->model, n_ctx, TERN_KV_Q8_0, TERN_KV_Q8_0, &q8);
+    const uint64_t kv = full.kv, per_pos = one.kv;
+    /* Q8_0 needs head sizes in whole blocks of 32 (a context refuses it otherwise) */
+    const bool q8_possible = hp->head_dim_k % 32 == 0 && hp->head_dim_v % 32 == 0;
+    const bool all_f16 = in->type_k == TERN_KV_F16 && in->type_v == TERN_KV_F16;
+    char b1[32], b2[32], kvt[32];
     const double share = db.weights ? (double)kv / (double)db.weights : 0;
     const double factor = 1 + share;
-    say(c, "ctx %lld (%s), trained %lld: KV cache FP16 %s, %.0f%% of the %s of weights a token reads", (long long)n_ctx,
-        chosen ? "given" : "tern's default", (long long)hp->n_ctx_train, bytes(kv, b1, sizeof b1), 100 * share,
+    say(c, "ctx %lld (%s), trained %lld: KV cache %s %s, %.0f%% of the %s of weights a token reads", (long long)n_ctx,
+        chosen ? "given" : "tern's default", (long long)hp->n_ctx_train,
+        tern_cli_kv_desc(in->type_k, in->type_v, kvt, sizeof kvt), bytes(kv, b1, sizeof b1), 100 * share,
         bytes(db.weights, b2, sizeof b2));
     fact(c, "n_ctx", (double)n_ctx);
     fact(c, "n_ctx_given", (double)(chosen ? in->n_ctx : 0));
@@ -483,9 +491,18 @@ static void check_context(const tern_doctor_input *in, tern_doctor_check *c) {
         fix(c, "--ctx %lld", (long long)hp->n_ctx_train);
     } else if (costly) {
         worsen(c, TERN_VERDICT_WARN, factor);
+        /* the FP16 cache is the pitfall: Q8_0 keeps the context at 53 % of the bytes (perplexity
+         * within 1 % of FP16 on the models of docs/benchmarks.md) */
+        const bool suggest_q8 = all_f16 && q8_possible;
+        if (suggest_q8)
+            say(c, "a Q8_0 KV cache (-ctk q8_0 -ctv q8_0) would hold the same context in %s, %.0f%% of the weights",
+                bytes(q8.kv, b1, sizeof b1), db.weights ? 100 * (double)q8.kv / (double)db.weights : 0);
+        fact(c, "kv_bytes_q8_0", (double)q8.kv);
         int64_t fit = per_pos ? (int64_t)(db.weights / 4 / per_pos) / 256 * 256 : 0;
         fit = fit < 256 ? 256 : fit;
-        fix(c, "--ctx %lld (KV = a quarter of the weights) if the conversation is that short", (long long)fit);
+        fix(c, "%s--ctx %lld (KV = a quarter of the weights) if the conversation is that short",
+            suggest_q8 ? "-ctk q8_0 -ctv q8_0 (about half the KV bytes, perplexity within 1% of FP16)\n" : "",
+            (long long)fit);
     } else if (!chosen && share >= 0.5) {
         say(c, "not flagged: the default is not a choice, and decode reads only what a conversation fills (tern doctor "
                "--ctx %lld rates a chat that long)", (long long)n_ctx);

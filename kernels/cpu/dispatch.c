@@ -62,22 +62,19 @@ size_t tern_dot_row_bytes(uint32_t weight_type, int64_t k) {
 }
 
 void tern_attn_queries(const tern_cpu_kernels *k, int64_t dk, int64_t dv, int n_q, const float *const q[],
-                       const int64_t first[], const int64_t n_kv[], const uint16_t *kc, size_t k_stride,
-                       const uint16_t *vc, size_t v_stride, float scale, float softcap, float *scores,
-                       float *const out[]) {
-    if (softcap > 0) {
-        for (int j = 0; j < n_q; j++)
-            k->attn_capped(dk, dv, n_kv[j], q[j], kc + (size_t)first[j] * k_stride, k_stride,
-                           vc + (size_t)first[j] * v_stride, v_stride, scale, softcap, scores, out[j]);
+                       const int64_t first[], const int64_t n_kv[], const tern_kv_rows *kc, const tern_kv_rows *vc,
+                       float scale, float softcap, float *scores, float *const out[]) {
+    if (softcap > 0 || !k->attn_rows) {
+        for (int j = 0; j < n_q; j++) {
+            const tern_kv_rows kj = tern_kv_rows_at(kc, first[j]), vj = tern_kv_rows_at(vc, first[j]);
+            if (softcap > 0)
+                k->attn_capped(dk, dv, n_kv[j], q[j], &kj, &vj, scale, softcap, scores, out[j]);
+            else
+                k->attn_head(dk, dv, n_kv[j], q[j], &kj, &vj, scale, scores, out[j]);
+        }
         return;
     }
-    if (k->attn_rows) {
-        k->attn_rows(dk, dv, n_q, q, first, n_kv, kc, k_stride, vc, v_stride, scale, scores, out);
-        return;
-    }
-    for (int j = 0; j < n_q; j++)
-        k->attn_head(dk, dv, n_kv[j], q[j], kc + (size_t)first[j] * k_stride, k_stride,
-                     vc + (size_t)first[j] * v_stride, v_stride, scale, scores, out[j]);
+    k->attn_rows(dk, dv, n_q, q, first, n_kv, kc, vc, scale, scores, out);
 }
 
 void tern_cpu_kernels_ref(tern_cpu_kernels *k) {

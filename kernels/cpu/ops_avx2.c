@@ -1,6 +1,6 @@
 /*
  * AVX2 versions of the row operations of ops_ref.c: RMSNorm, RoPE, one attention head over the
- * fp16 KV cache (F16C), the gated activations, the residual add and fp16 rows. The reference is
+ * KV cache (FP16 rows through F16C, or Q8_0 rows), the gated activations, the residual add and fp16 rows. The reference is
  * built without AVX2 and GCC -O2 does not vectorise its loops, so each of these is faster; they
  * match it up to f32 rounding (add and the fp16 conversions bit for bit), within the tolerances
  * of tests/test_kernels.c.
@@ -14,6 +14,7 @@
 
 #include <math.h>
 
+#include "quant/block_q8_0.h"
 #include "quant/fp16.h"
 
 static inline __m256 exp_ps(__m256 x) {
@@ -109,42 +110,85 @@ static void rope_avx2(float *restrict x, int64_t n_heads, int64_t head_dim, int6
 
 /* ---- attention ---- */
 
-static inline float dot_f16(int64_t n, const float *restrict q, const uint16_t *restrict k) {
+/* The cache's two row formats (tern_kv_rows): q8 is a constant wherever these are inlined, so
+ * each instance reads one format and the FP16 one compiles to what it was before Q8_0 rows.
+ * A Q8_0 row is read a block at a time, its scale converted once per 32 values: applied to the
+ * block's partial sum (q.k), folded into the weight p_t (V), or to the 8 levels where a row is
+ * converted for several queries (qk_rows, pv_rows). Q8_0 rows have widths in whole blocks. */
+
+/* 8 values of an fp16 row from column d. */
+static TERN_AVX2_INLINE __m256 f16x8(const uint8_t *restrict row, int64_t d) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
+}
+
+/* Levels 8 i .. 8 i + 7 of a Q8_0 block, as f32 (unscaled). */
+static TERN_AVX2_INLINE __m256 q8_levels(const tern_block_q8_0 *restrict b, int i) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * i))));
+}
+
+/* Value d of a row, either format (the tails of rows that are not whole vectors: FP16 only). */
+static TERN_AVX2_INLINE float load1(const uint8_t *restrict row, int64_t d, const int q8) {
+    if (!q8)
+        return _cvtsh_ss(((const uint16_t *)row)[d]);
+    const tern_block_q8_0 *b = (const tern_block_q8_0 *)row + d / TERN_QK8_0;
+    return (float)b->qs[d % TERN_QK8_0] * _cvtsh_ss(b->d);
+}
+
+static TERN_AVX2_INLINE float dot_row(int64_t n, const float *restrict q, const uint8_t *restrict k, const int q8) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t d = 0;
-    for (; d + 16 <= n; d += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d),
-                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d))), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8),
-                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d + 8))), a1);
-    }
-    if (d + 8 <= n) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d),
-                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d))), a0);
-        d += 8;
+    if (q8) { /* per block: q times the levels in two chains, then the block's scale */
+        for (; d + TERN_QK8_0 <= n; d += TERN_QK8_0) {
+            const tern_block_q8_0 *b = (const tern_block_q8_0 *)k + d / TERN_QK8_0;
+            __m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(q + d), q8_levels(b, 0));
+            __m256 s1 = _mm256_mul_ps(_mm256_loadu_ps(q + d + 8), q8_levels(b, 1));
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 16), q8_levels(b, 2), s0);
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 24), q8_levels(b, 3), s1);
+            a0 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), _mm256_set1_ps(_cvtsh_ss(b->d)), a0);
+        }
+    } else {
+        for (; d + 16 <= n; d += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), f16x8(k, d), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), f16x8(k, d + 8), a1);
+        }
+        if (d + 8 <= n) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), f16x8(k, d), a0);
+            d += 8;
+        }
     }
     float sum = tern_avx2_hsum(_mm256_add_ps(a0, a1));
     for (; d < n; d++)
-        sum += q[d] * _cvtsh_ss(k[d]);
+        sum += q[d] * load1(k, d, q8);
     return sum;
 }
 
 /* out = sum_t p_t v_t over the columns [d0, d0 + 8 * width), 8 accumulators at most, so V rows are
- * read once per 64 columns. */
-static TERN_AVX2_INLINE void weighted_rows(int64_t n_kv, const float *restrict p, const uint16_t *restrict v,
-                                           size_t v_stride, int64_t d0, int width, float inv_sum,
+ * read once per 64 columns. Q8_0: d0 is a multiple of 32 (the callers step by 64), and p_t times
+ * the block's scale multiplies its levels. */
+static TERN_AVX2_INLINE void weighted_rows(int64_t n_kv, const float *restrict p, const uint8_t *restrict v,
+                                           size_t v_stride, const int q8, int64_t d0, int width, float inv_sum,
                                            float *restrict out) {
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int j = 0; j < width; j++)
         acc[j] = _mm256_setzero_ps();
     for (int64_t t = 0; t < n_kv; t++) {
-        const __m256 pt = _mm256_broadcast_ss(&p[t]);
-        const uint16_t *vt = v + (size_t)t * v_stride + d0;
+        const uint8_t *vt = v + (size_t)t * v_stride;
+        if (q8) {
+            const tern_block_q8_0 *b = (const tern_block_q8_0 *)vt + d0 / TERN_QK8_0;
+            __m256 pt = _mm256_setzero_ps();
 #pragma GCC unroll 8
-        for (int j = 0; j < width; j++)
-            acc[j] =
-                _mm256_fmadd_ps(pt, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vt + 8 * j))), acc[j]);
+            for (int j = 0; j < width; j++) {
+                if (j % 4 == 0)
+                    pt = _mm256_set1_ps(p[t] * _cvtsh_ss(b[j / 4].d));
+                acc[j] = _mm256_fmadd_ps(pt, q8_levels(&b[j / 4], j % 4), acc[j]);
+            }
+        } else {
+            const __m256 pt = _mm256_broadcast_ss(&p[t]);
+#pragma GCC unroll 8
+            for (int j = 0; j < width; j++)
+                acc[j] = _mm256_fmadd_ps(pt, f16x8(vt, d0 + 8 * j), acc[j]);
+        }
     }
 #pragma GCC unroll 8
     for (int j = 0; j < width; j++)
@@ -170,38 +214,51 @@ static float exp_shifted(int64_t n, float *restrict scores, float max) {
 }
 
 /* One head, its scores soft-capped when softcap > 0 (gemma2; one scalar tanh per key, beside the
- * dk-long product that makes the score). */
-static void attn_capped_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
-                             const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
-                             size_t v_stride, float scale, float softcap, float *restrict scores,
-                             float *restrict out) {
+ * dk-long product that makes the score); kq8, vq8: the rows' formats, constants where inlined. */
+static TERN_AVX2_INLINE void attn_one(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
+                                      const tern_kv_rows *k, const int kq8, const tern_kv_rows *v, const int vq8,
+                                      float scale, float softcap, float *restrict scores, float *restrict out) {
+    const uint8_t *kr = k->data, *vr = v->data;
     float max = -INFINITY;
     for (int64_t t = 0; t < n_kv; t++) {
-        const float s = dot_f16(dk, q, k + (size_t)t * k_stride) * scale;
+        const float s = dot_row(dk, q, kr + (size_t)t * k->stride, kq8) * scale;
         scores[t] = softcap > 0 ? softcap * tanhf(s / softcap) : s;
         max = scores[t] > max ? scores[t] : max;
     }
     const float inv = 1.0f / exp_shifted(n_kv, scores, max);
     int64_t d = 0;
     for (; d + 64 <= dv; d += 64)
-        weighted_rows(n_kv, scores, v, v_stride, d, 8, inv, out);
+        weighted_rows(n_kv, scores, vr, v->stride, vq8, d, 8, inv, out);
     if (d + 8 <= dv) {
         const int width = (int)((dv - d) / 8);
-        weighted_rows(n_kv, scores, v, v_stride, d, width, inv, out);
+        weighted_rows(n_kv, scores, vr, v->stride, vq8, d, width, inv, out);
         d += 8 * width;
     }
     for (; d < dv; d++) {
         float acc = 0.0f;
         for (int64_t t = 0; t < n_kv; t++)
-            acc += scores[t] * _cvtsh_ss(v[(size_t)t * v_stride + d]);
+            acc += scores[t] * load1(vr + (size_t)t * v->stride, d, vq8);
         out[d] = acc * inv;
     }
 }
 
-static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
-                           const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
-                           size_t v_stride, float scale, float *restrict scores, float *restrict out) {
-    attn_capped_avx2(dk, dv, n_kv, q, k, k_stride, v, v_stride, scale, 0.0f, scores, out);
+static void attn_capped_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q, const tern_kv_rows *k,
+                             const tern_kv_rows *v, float scale, float softcap, float *restrict scores,
+                             float *restrict out) {
+    const int kq8 = k->type == TERN_TYPE_Q8_0, vq8 = v->type == TERN_TYPE_Q8_0;
+    if (!kq8 && !vq8)
+        attn_one(dk, dv, n_kv, q, k, 0, v, 0, scale, softcap, scores, out);
+    else if (kq8 && vq8)
+        attn_one(dk, dv, n_kv, q, k, 1, v, 1, scale, softcap, scores, out);
+    else if (kq8)
+        attn_one(dk, dv, n_kv, q, k, 1, v, 0, scale, softcap, scores, out);
+    else
+        attn_one(dk, dv, n_kv, q, k, 0, v, 1, scale, softcap, scores, out);
+}
+
+static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q, const tern_kv_rows *k,
+                           const tern_kv_rows *v, float scale, float *restrict scores, float *restrict out) {
+    attn_capped_avx2(dk, dv, n_kv, q, k, v, scale, 0.0f, scores, out);
 }
 
 /* ---- attention, up to TERN_ATTN_ROWS queries of one KV head at once ----
@@ -221,19 +278,29 @@ static inline __m256 hsum8(const __m256 v[8]) {
 
 /* s[j * span + t - lo] = scale * q[j] . k_t for j < nq, t in [lo, hi): two keys per pass, so the
  * 2 * nq sums (at most 8) reduce together. dk is a multiple of 8. */
-static TERN_AVX2_INLINE void qk_rows(int64_t dk, const int nq, const float *const q[], const uint16_t *restrict k,
-                                     size_t k_stride, int64_t lo, int64_t hi, float scale, float *restrict s,
-                                     int64_t span) {
+static TERN_AVX2_INLINE void qk_rows(int64_t dk, const int nq, const float *const q[], const uint8_t *restrict k,
+                                     size_t k_stride, const int q8, int64_t lo, int64_t hi, float scale,
+                                     float *restrict s, int64_t span) {
     for (int64_t t = lo; t < hi; t += 2) {
         const int two = t + 1 < hi; /* the last key may be alone */
-        const uint16_t *k0 = k + (size_t)t * k_stride, *k1 = two ? k0 + k_stride : k0;
+        const uint8_t *k0 = k + (size_t)t * k_stride, *k1 = two ? k0 + k_stride : k0;
         __m256 acc[8];
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
             acc[i] = _mm256_setzero_ps();
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(); /* Q8_0: the two keys' block scales */
         for (int64_t d = 0; d < dk; d += 8) {
-            const __m256 x0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k0 + d)));
-            const __m256 x1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k1 + d)));
+            __m256 x0, x1;
+            if (q8) {
+                const tern_block_q8_0 *b0 = (const tern_block_q8_0 *)k0 + d / TERN_QK8_0,
+                                      *b1 = (const tern_block_q8_0 *)k1 + d / TERN_QK8_0;
+                if (d % TERN_QK8_0 == 0)
+                    s0 = _mm256_set1_ps(_cvtsh_ss(b0->d)), s1 = _mm256_set1_ps(_cvtsh_ss(b1->d));
+                x0 = _mm256_mul_ps(q8_levels(b0, (int)(d % TERN_QK8_0) / 8), s0);
+                x1 = _mm256_mul_ps(q8_levels(b1, (int)(d % TERN_QK8_0) / 8), s1);
+            } else {
+                x0 = f16x8(k0, d), x1 = f16x8(k1, d);
+            }
 #pragma GCC unroll 4
             for (int j = 0; j < nq; j++) {
                 const __m256 qj = _mm256_loadu_ps(q[j] + d);
@@ -260,16 +327,25 @@ static TERN_AVX2_INLINE void qk_rows(int64_t dk, const int nq, const float *cons
 /* out[j][d] += sum_t p[j * span + t - lo] v_t[d] over t in [t0, t1), for j < nq; dv a multiple
  * of 8, at most PV_BUF_FLOATS. */
 static TERN_AVX2_INLINE void pv_rows(int64_t dv, const int nq, const float *restrict p, int64_t span, int64_t lo,
-                                     const uint16_t *restrict v, size_t v_stride, int64_t t0, int64_t t1,
-                                     float *const out[]) {
+                                     const uint8_t *restrict v, size_t v_stride, const int q8, int64_t t0,
+                                     int64_t t1, float *const out[]) {
     _Alignas(32) float buf[PV_BUF_FLOATS];
     const int64_t chunk = PV_BUF_FLOATS / dv;
     for (int64_t c0 = t0; c0 < t1; c0 += chunk) {
         const int64_t n = t1 - c0 < chunk ? t1 - c0 : chunk;
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t d = 0; d < dv; d += 8)
-                _mm256_store_ps(buf + t * dv + d, _mm256_cvtph_ps(_mm_loadu_si128(
-                                                      (const __m128i *)(v + (size_t)(c0 + t) * v_stride + d))));
+        for (int64_t t = 0; t < n; t++) {
+            if (!q8) {
+                for (int64_t d = 0; d < dv; d += 8)
+                    _mm256_store_ps(buf + t * dv + d, f16x8(v + (size_t)(c0 + t) * v_stride, d));
+                continue;
+            }
+            const tern_block_q8_0 *b = (const tern_block_q8_0 *)(v + (size_t)(c0 + t) * v_stride);
+            for (int64_t d = 0; d < dv; d += TERN_QK8_0, b++) { /* a block: its scale converted once */
+                const __m256 scale = _mm256_set1_ps(_cvtsh_ss(b->d));
+                for (int i = 0; i < 4; i++)
+                    _mm256_store_ps(buf + t * dv + d + 8 * i, _mm256_mul_ps(q8_levels(b, i), scale));
+            }
+        }
         const float *pc = p + c0 - lo;
         int64_t d = 0;
         for (; d + 16 <= dv; d += 16) { /* 16 columns: 2 sums per query */
@@ -308,26 +384,42 @@ static TERN_AVX2_INLINE void pv_rows(int64_t dv, const int nq, const float *rest
     }
 }
 
-/* One instance per query count, so the loops over queries unroll. */
-#define ATTN_ROWS_SWITCH(nq, call)                                                                                 \
-    switch (nq) {                                                                                                  \
-    case 1: call(1); break;                                                                                        \
-    case 2: call(2); break;                                                                                        \
-    case 3: call(3); break;                                                                                        \
-    default: call(4); break;                                                                                       \
+/* One instance per query count and row format, so the loops over queries unroll and each reads one
+ * format. */
+#define ATTN_ROWS_SWITCH(nq, q8, call)                                                                             \
+    switch ((nq) * 2 + (q8)) {                                                                                     \
+    case 2: call(1, 0); break;                                                                                     \
+    case 3: call(1, 1); break;                                                                                     \
+    case 4: call(2, 0); break;                                                                                     \
+    case 5: call(2, 1); break;                                                                                     \
+    case 6: call(3, 0); break;                                                                                     \
+    case 7: call(3, 1); break;                                                                                     \
+    case 8: call(4, 0); break;                                                                                     \
+    default: call(4, 1); break;                                                                                    \
     }
 _Static_assert(TERN_ATTN_ROWS == 4, "ATTN_ROWS_SWITCH instantiates 1..4 queries");
 
+/* pv_rows of one query, in either format. */
+static void pv_one(int64_t dv, const float *restrict p, int64_t span, int64_t lo, const uint8_t *restrict v,
+                   size_t v_stride, int q8, int64_t t0, int64_t t1, float *const out[]) {
+    if (q8)
+        pv_rows(dv, 1, p, span, lo, v, v_stride, 1, t0, t1, out);
+    else
+        pv_rows(dv, 1, p, span, lo, v, v_stride, 0, t0, t1, out);
+}
+
 static void attn_rows_avx2(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
-                           const int64_t n_kv[], const uint16_t *restrict k, size_t k_stride,
-                           const uint16_t *restrict v, size_t v_stride, float scale, float *restrict scores,
-                           float *const out[]) {
+                           const int64_t n_kv[], const tern_kv_rows *k, const tern_kv_rows *v, float scale,
+                           float *restrict scores, float *const out[]) {
     if (n_q == 1 || dk % 8 || dv % 8 || dv > PV_BUF_FLOATS) { /* one query: attn_head reads V once */
-        for (int j = 0; j < n_q; j++)
-            attn_head_avx2(dk, dv, n_kv[j], q[j], k + (size_t)first[j] * k_stride, k_stride,
-                           v + (size_t)first[j] * v_stride, v_stride, scale, scores, out[j]);
+        for (int j = 0; j < n_q; j++) {
+            const tern_kv_rows kj = tern_kv_rows_at(k, first[j]), vj = tern_kv_rows_at(v, first[j]);
+            attn_head_avx2(dk, dv, n_kv[j], q[j], &kj, &vj, scale, scores, out[j]);
+        }
         return;
     }
+    const int kq8 = k->type == TERN_TYPE_Q8_0, vq8 = v->type == TERN_TYPE_Q8_0;
+    const uint8_t *kr = k->data, *vr = v->data;
     /* the union of the ranges [lo, hi), and the part every query reads [in_lo, in_hi) */
     int64_t lo = first[0], hi = first[0] + n_kv[0], in_lo = lo, in_hi = hi;
     for (int j = 1; j < n_q; j++) {
@@ -336,8 +428,8 @@ static void attn_rows_avx2(int64_t dk, int64_t dv, int n_q, const float *const q
         in_lo = a > in_lo ? a : in_lo, in_hi = b < in_hi ? b : in_hi;
     }
     const int64_t span = hi - lo;
-#define QK(n) qk_rows(dk, n, q, k, k_stride, lo, hi, scale, scores, span)
-    ATTN_ROWS_SWITCH(n_q, QK)
+#define QK(n, f) qk_rows(dk, n, q, kr, k->stride, f, lo, hi, scale, scores, span)
+    ATTN_ROWS_SWITCH(n_q, kq8, QK)
 #undef QK
     float inv[TERN_ATTN_ROWS];
     for (int j = 0; j < n_q; j++) {
@@ -352,20 +444,20 @@ static void attn_rows_avx2(int64_t dk, int64_t dv, int n_q, const float *const q
     /* V: the shared range for all queries at once; a query's keys outside it (a few, at the
      * ends) for that query alone, so no query ever reads a V row outside its own range */
     if (in_lo < in_hi) {
-#define PV(n) pv_rows(dv, n, scores, span, lo, v, v_stride, in_lo, in_hi, out)
-        ATTN_ROWS_SWITCH(n_q, PV)
+#define PV(n, f) pv_rows(dv, n, scores, span, lo, vr, v->stride, f, in_lo, in_hi, out)
+        ATTN_ROWS_SWITCH(n_q, vq8, PV)
 #undef PV
     }
     for (int j = 0; j < n_q; j++) {
         const int64_t a = first[j], b = first[j] + n_kv[j];
         const float *s = scores + j * span;
         if (in_lo >= in_hi) {
-            pv_rows(dv, 1, s, span, lo, v, v_stride, a, b, &out[j]);
+            pv_one(dv, s, span, lo, vr, v->stride, vq8, a, b, &out[j]);
         } else {
             if (a < in_lo)
-                pv_rows(dv, 1, s, span, lo, v, v_stride, a, in_lo, &out[j]);
+                pv_one(dv, s, span, lo, vr, v->stride, vq8, a, in_lo, &out[j]);
             if (in_hi < b)
-                pv_rows(dv, 1, s, span, lo, v, v_stride, in_hi, b, &out[j]);
+                pv_one(dv, s, span, lo, vr, v->stride, vq8, in_hi, b, &out[j]);
         }
         const __m256 vi = _mm256_set1_ps(inv[j]);
         for (int64_t d = 0; d < dv; d += 8)

@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/neon.h"
+#include "quant/block_q8_0.h"
 
 /* e^x in 4 lanes. x = n ln2 + r with |r| <= ln2/2 (Cody-Waite: ln2_hi has 15 significant bits, so
  * n * ln2_hi is exact for |n| < 512), e^r by its Taylor series to r^7 (truncation error below
@@ -68,7 +69,7 @@ static void rmsnorm_neon(int64_t n, const float *x, const float *restrict w, flo
         y[i] = x[i] * scale * w[i];
 }
 
-/* ---- attention over the fp16 KV cache ---- */
+/* ---- attention over the KV cache: FP16 or Q8_0 rows ---- */
 
 static inline float32x4_t load_f16x4(const uint16_t *restrict p) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
@@ -78,37 +79,96 @@ static inline float f16_to_f32_1(uint16_t h) {
     return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
 }
 
-/* q . k_t over dk: 16 per step in 4 FMA chains, then 4 per step, then one by one. */
-static float dot_q_k(int64_t dk, const float *restrict q, const uint16_t *restrict kt) {
+/* 4 values of a cache row from column d, a multiple of 4 (so within one Q8_0 block): q8 is a
+ * constant where this is inlined, so each caller reads one format and the FP16 one compiles as it
+ * did before Q8_0 rows. The Q8_0 bytes are read 4 at a time: 8 could run past the cache's end. */
+static inline __attribute__((always_inline)) float32x4_t load4(const uint8_t *restrict row, int64_t d,
+                                                                const int q8) {
+    if (!q8)
+        return load_f16x4((const uint16_t *)row + d);
+    const tern_block_q8_0 *b = (const tern_block_q8_0 *)row + d / TERN_QK8_0;
+    int32_t four;
+    memcpy(&four, b->qs + d % TERN_QK8_0, sizeof four);
+    const int16x8_t w = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(four)));
+    return vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(w))), f16_to_f32_1(b->d));
+}
+
+static inline __attribute__((always_inline)) float load1(const uint8_t *restrict row, int64_t d, const int q8) {
+    if (!q8)
+        return f16_to_f32_1(((const uint16_t *)row)[d]);
+    const tern_block_q8_0 *b = (const tern_block_q8_0 *)row + d / TERN_QK8_0;
+    return (float)b->qs[d % TERN_QK8_0] * f16_to_f32_1(b->d);
+}
+
+/* The 32 levels of a Q8_0 block as 8 x 4 f32, unscaled: the block's scale is applied once, to
+ * its partial sum (q.k) or to the weight p_t (V), not per 4 values. */
+static inline __attribute__((always_inline)) void q8_block_levels(const tern_block_q8_0 *restrict b,
+                                                                  float32x4_t x[8]) {
+    const int8x16_t lo = vld1q_s8(b->qs), hi = vld1q_s8(b->qs + 16);
+    const int16x8_t w[4] = {vmovl_s8(vget_low_s8(lo)), vmovl_high_s8(lo), vmovl_s8(vget_low_s8(hi)),
+                            vmovl_high_s8(hi)};
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        x[2 * i] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(w[i])));
+        x[2 * i + 1] = vcvtq_f32_s32(vmovl_high_s16(w[i]));
+    }
+}
+
+/* q . k_t over dk: 16 per step in 4 FMA chains, then 4 per step, then one by one; Q8_0 rows a
+ * block at a time. */
+static inline __attribute__((always_inline)) float dot_q_k(int64_t dk, const float *restrict q,
+                                                           const uint8_t *restrict kt, const int q8) {
     float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     int64_t d = 0;
+    for (; q8 && d + TERN_QK8_0 <= dk; d += TERN_QK8_0) {
+        const tern_block_q8_0 *b = (const tern_block_q8_0 *)kt + d / TERN_QK8_0;
+        float32x4_t x[8];
+        q8_block_levels(b, x);
+        float32x4_t s0 = vmulq_f32(vld1q_f32(q + d), x[0]), s1 = vmulq_f32(vld1q_f32(q + d + 4), x[1]);
+        #pragma GCC unroll 3
+        for (int i = 1; i < 4; i++) {
+            s0 = vfmaq_f32(s0, vld1q_f32(q + d + 8 * i), x[2 * i]);
+            s1 = vfmaq_f32(s1, vld1q_f32(q + d + 8 * i + 4), x[2 * i + 1]);
+        }
+        a[0] = vfmaq_n_f32(a[0], vaddq_f32(s0, s1), f16_to_f32_1(b->d));
+    }
     for (; d + 16 <= dk; d += 16)
         #pragma GCC unroll 8
         for (int l = 0; l < 4; l++)
-            a[l] = vfmaq_f32(a[l], vld1q_f32(q + d + 4 * l), load_f16x4(kt + d + 4 * l));
+            a[l] = vfmaq_f32(a[l], vld1q_f32(q + d + 4 * l), load4(kt, d + 4 * l, q8));
     float32x4_t acc = vaddq_f32(vaddq_f32(a[0], a[1]), vaddq_f32(a[2], a[3]));
     for (; d + 4 <= dk; d += 4)
-        acc = vfmaq_f32(acc, vld1q_f32(q + d), load_f16x4(kt + d));
+        acc = vfmaq_f32(acc, vld1q_f32(q + d), load4(kt, d, q8));
     float sum = vaddvq_f32(acc);
     for (; d < dk; d++)
-        sum += q[d] * f16_to_f32_1(kt[d]);
+        sum += q[d] * load1(kt, d, q8);
     return sum;
 }
 
 /* out[d0 .. d0 + 4 nv) = sum_t p_t v_t[d0 ..]: nv independent FMA chains run down the positions.
  * Called with constant nv, so acc lives in registers. */
 static inline __attribute__((always_inline)) void attn_v_cols(int nv, int64_t n_kv, const float *restrict p,
-                                                              const uint16_t *restrict v, size_t v_stride,
-                                                              int64_t d0, float *restrict out) {
+                                                              const uint8_t *restrict v, size_t v_stride,
+                                                              const int q8, int64_t d0, float *restrict out) {
     float32x4_t acc[8];
     #pragma GCC unroll 8
     for (int u = 0; u < nv; u++)
         acc[u] = vdupq_n_f32(0.0f);
     for (int64_t t = 0; t < n_kv; t++) {
-        const uint16_t *vt = v + (size_t)t * v_stride + d0;
+        const uint8_t *vt = v + (size_t)t * v_stride;
+        if (q8 && nv == 8) { /* one whole block (d0 is a multiple of 32): p_t times its scale */
+            const tern_block_q8_0 *b = (const tern_block_q8_0 *)vt + d0 / TERN_QK8_0;
+            float32x4_t x[8];
+            q8_block_levels(b, x);
+            const float pt = p[t] * f16_to_f32_1(b->d);
+            #pragma GCC unroll 8
+            for (int u = 0; u < 8; u++)
+                acc[u] = vfmaq_n_f32(acc[u], x[u], pt);
+            continue;
+        }
         #pragma GCC unroll 8
         for (int u = 0; u < nv; u++)
-            acc[u] = vfmaq_n_f32(acc[u], load_f16x4(vt + 4 * u), p[t]);
+            acc[u] = vfmaq_n_f32(acc[u], load4(vt, d0 + 4 * u, q8), p[t]);
     }
     #pragma GCC unroll 8
     for (int u = 0; u < nv; u++)
@@ -116,14 +176,17 @@ static inline __attribute__((always_inline)) void attn_v_cols(int nv, int64_t n_
 }
 
 /* scores (soft-capped when softcap > 0), their maximum, exp(score - max) and its sum (4 lanes, the
- * tail padded with -inf whose exp is 0), then out = sum_t p_t v_t / sum. Precondition: n_kv >= 1. */
-static void attn_capped_neon(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
-                             const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
-                             size_t v_stride, float scale, float softcap, float *restrict scores,
-                             float *restrict out) {
+ * tail padded with -inf whose exp is 0), then out = sum_t p_t v_t / sum. Precondition: n_kv >= 1.
+ * kq8, vq8: the rows' formats, constants where inlined. */
+static inline __attribute__((always_inline)) void attn_one(int64_t dk, int64_t dv, int64_t n_kv,
+                                                           const float *restrict q, const tern_kv_rows *k,
+                                                           const int kq8, const tern_kv_rows *v, const int vq8,
+                                                           float scale, float softcap, float *restrict scores,
+                                                           float *restrict out) {
+    const uint8_t *kr = k->data, *vr = v->data;
     float max = -INFINITY;
     for (int64_t t = 0; t < n_kv; t++) {
-        const float s = dot_q_k(dk, q, k + (size_t)t * k_stride) * scale;
+        const float s = dot_q_k(dk, q, kr + (size_t)t * k->stride, kq8) * scale;
         scores[t] = softcap > 0 ? softcap * tanhf(s / softcap) : s; /* gemma2's cap, when set */
         if (scores[t] > max)
             max = scores[t];
@@ -148,15 +211,15 @@ static void attn_capped_neon(int64_t dk, int64_t dv, int64_t n_kv, const float *
 
     int64_t d = 0;
     for (; d + 32 <= dv; d += 32)
-        attn_v_cols(8, n_kv, scores, v, v_stride, d, out);
+        attn_v_cols(8, n_kv, scores, vr, v->stride, vq8, d, out);
     for (; d + 16 <= dv; d += 16)
-        attn_v_cols(4, n_kv, scores, v, v_stride, d, out);
+        attn_v_cols(4, n_kv, scores, vr, v->stride, vq8, d, out);
     for (; d + 4 <= dv; d += 4)
-        attn_v_cols(1, n_kv, scores, v, v_stride, d, out);
+        attn_v_cols(1, n_kv, scores, vr, v->stride, vq8, d, out);
     for (; d < dv; d++) {
         float acc = 0.0f;
         for (int64_t j = 0; j < n_kv; j++)
-            acc += scores[j] * f16_to_f32_1(v[(size_t)j * v_stride + d]);
+            acc += scores[j] * load1(vr + (size_t)j * v->stride, d, vq8);
         out[d] = acc;
     }
     for (d = 0; d + 4 <= dv; d += 4)
@@ -165,10 +228,23 @@ static void attn_capped_neon(int64_t dk, int64_t dv, int64_t n_kv, const float *
         out[d] *= inv;
 }
 
-static void attn_head_neon(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
-                           const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v, size_t v_stride,
-                           float scale, float *restrict scores, float *restrict out) {
-    attn_capped_neon(dk, dv, n_kv, q, k, k_stride, v, v_stride, scale, 0.0f, scores, out);
+static void attn_capped_neon(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q, const tern_kv_rows *k,
+                             const tern_kv_rows *v, float scale, float softcap, float *restrict scores,
+                             float *restrict out) {
+    const int kq8 = k->type == TERN_TYPE_Q8_0, vq8 = v->type == TERN_TYPE_Q8_0;
+    if (!kq8 && !vq8)
+        attn_one(dk, dv, n_kv, q, k, 0, v, 0, scale, softcap, scores, out);
+    else if (kq8 && vq8)
+        attn_one(dk, dv, n_kv, q, k, 1, v, 1, scale, softcap, scores, out);
+    else if (kq8)
+        attn_one(dk, dv, n_kv, q, k, 1, v, 0, scale, softcap, scores, out);
+    else
+        attn_one(dk, dv, n_kv, q, k, 0, v, 1, scale, softcap, scores, out);
+}
+
+static void attn_head_neon(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q, const tern_kv_rows *k,
+                           const tern_kv_rows *v, float scale, float *restrict scores, float *restrict out) {
+    attn_capped_neon(dk, dv, n_kv, q, k, v, scale, 0.0f, scores, out);
 }
 
 /* ---- gated activations ---- */

@@ -1,6 +1,6 @@
 /*
  * Reference (plain C) kernels for everything but the matrix products: RMSNorm, RoPE, one
- * attention head over the fp16 KV cache (soft-capped or not), the gated activations, the residual add
+ * attention head over the KV cache (FP16 or Q8_0 rows; soft-capped or not), the gated activations, the residual add
  * (scaled or not) and fp16 rows.
  * The math follows formats.md §5.1. These define the results the ISA versions must reproduce.
  */
@@ -8,6 +8,7 @@
 
 #include <math.h>
 
+#include "quant/block_q8_0.h"
 #include "quant/fp16.h"
 
 /* y = x * w / sqrt(mean(x^2) + eps). The sum of squares is accumulated in double (as the
@@ -43,19 +44,28 @@ static void rope_ref(float *restrict x, int64_t n_heads, int64_t head_dim, int64
     }
 }
 
+/* Value d of position t's row of r: an fp16 value, or d * qs of its Q8_0 block (dequantize's y). */
+static float kv_value(const tern_kv_rows *r, int64_t t, int64_t d) {
+    const uint8_t *row = (const uint8_t *)r->data + (size_t)t * r->stride;
+    if (r->type == TERN_TYPE_Q8_0) {
+        const tern_block_q8_0 *b = (const tern_block_q8_0 *)row + d / TERN_QK8_0;
+        return (float)b->qs[d % TERN_QK8_0] * tern_fp16_to_fp32(b->d);
+    }
+    return tern_fp16_to_fp32(((const uint16_t *)row)[d]);
+}
+
 /* out = sum_t p_t v_t with p = softmax(s_t), s_t = scale * q.k_t, or with softcap > 0
  * softcap * tanh(s_t / softcap) (gemma2: scores bounded to (-softcap, softcap)). The maximum
  * score is subtracted before exp so no term overflows; the division by the sum of weights comes
  * last. Precondition: n_kv >= 1. */
-static void attn_ref(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q, const uint16_t *restrict k,
-                     size_t k_stride, const uint16_t *restrict v, size_t v_stride, float scale, float softcap,
-                     float *restrict scores, float *restrict out) {
+static void attn_ref(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q, const tern_kv_rows *k,
+                     const tern_kv_rows *v, float scale, float softcap, float *restrict scores,
+                     float *restrict out) {
     float max = -INFINITY;
     for (int64_t t = 0; t < n_kv; t++) {
-        const uint16_t *kt = k + (size_t)t * k_stride;
         float dot = 0.0f;
         for (int64_t d = 0; d < dk; d++)
-            dot += q[d] * tern_fp16_to_fp32(kt[d]);
+            dot += q[d] * kv_value(k, t, d);
         scores[t] = softcap > 0 ? softcap * tanhf(dot * scale / softcap) : dot * scale;
         if (scores[t] > max)
             max = scores[t];
@@ -68,20 +78,18 @@ static void attn_ref(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict
     for (int64_t d = 0; d < dv; d++)
         out[d] = 0.0f;
     for (int64_t t = 0; t < n_kv; t++) {
-        const uint16_t *vt = v + (size_t)t * v_stride;
         const float p = scores[t];
         for (int64_t d = 0; d < dv; d++)
-            out[d] += p * tern_fp16_to_fp32(vt[d]);
+            out[d] += p * kv_value(v, t, d);
     }
     const float inv = 1.0f / sum;
     for (int64_t d = 0; d < dv; d++)
         out[d] *= inv;
 }
 
-static void attn_head_ref(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,
-                          const uint16_t *restrict k, size_t k_stride, const uint16_t *restrict v,
-                          size_t v_stride, float scale, float *restrict scores, float *restrict out) {
-    attn_ref(dk, dv, n_kv, q, k, k_stride, v, v_stride, scale, 0.0f, scores, out);
+static void attn_head_ref(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q, const tern_kv_rows *k,
+                          const tern_kv_rows *v, float scale, float *restrict scores, float *restrict out) {
+    attn_ref(dk, dv, n_kv, q, k, v, scale, 0.0f, scores, out);
 }
 
 /* silu(z) = z / (1 + e^-z); for z below about -88, e^-z is inf and the quotient the correct -0.

@@ -1,8 +1,14 @@
 /*
- * attention.cl: the FP16 KV cache and attention over it (kernels/cpu/ops_ref.c attn_head_ref).
+ * attention.cl: the KV cache and attention over it (kernels/cpu/ops_ref.c attn_head_ref).
  *
- * kv_store: K and V rows of n tokens, f32 -> f16 (round to nearest even), at positions pos0..
- *   of one layer's cache ([n_ctx][width] halves). Global size (max width rounded up, n).
+ * The cache of K and of V is FP16 or Q8_0 (the context's type_k, type_v; k_q8, v_q8 here): a row
+ * of width values is width halves, or width / 32 Q8_0 blocks of 34 bytes (quant/block_q8_0.h: f16
+ * d, then 32 int8 levels; width a multiple of 32, so each head starts on a block). Buffers are
+ * bytes (uchar); kv_bytes gives a row's, kv_value a value's.
+ *
+ * kv_store: K and V rows of n tokens, f32 -> f16 (round to nearest even) or Q8_0 blocks (as
+ *   quant/'s tern_quantize_row_q8_0 rounds them: one work-item per block), at positions pos0..
+ *   of one layer's cache ([n_ctx] rows). Global size (max width rounded up, n).
  *
  * attention: one work-group per (head, split, token). Query t sits at position pos0 + t and sees
  *   keys first..pos (first = pos + 1 - window for sliding-window layers); head h reads KV head
@@ -27,20 +33,55 @@
 #endif
 #define ATT_DIMS_PER_ITEM ((ATT_MAX_D + ATT_WGS - 1) / ATT_WGS)
 
-kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void kv_store(global const float *k,
-                                                                          global const float *v, global half *kc,
-                                                                          global half *vc, const int pos0,
-                                                                          const int k_width, const int v_width) {
-    const int i = get_global_id(0), t = get_global_id(1);
-    if (i < k_width)
-        vstore_half_rte(k[(size_t)t * k_width + i], (size_t)(pos0 + t) * k_width + i, kc);
-    if (i < v_width)
-        vstore_half_rte(v[(size_t)t * v_width + i], (size_t)(pos0 + t) * v_width + i, vc);
+static inline size_t kv_bytes(const int width, const int q8) {
+    return q8 ? (size_t)(width / 32) * 34 : (size_t)width * 2;
 }
 
-/* rope_kv: the rope of q and of k and the store of k and v into the cache, in one launch (the
+/* Value d of a cache row: an f16, or d * level of its Q8_0 block. */
+static inline float kv_value(global const uchar *row, const int d, const int q8) {
+    if (!q8)
+        return vload_half(d, (global const half *)row);
+    global const uchar *b = row + (size_t)(d / 32) * 34;
+    return vload_half(0, (global const half *)b) * (float)((global const char *)b)[2 + d % 32];
+}
+
+/* The 32 floats at src as one Q8_0 block at dst: d = max |x| / 127 (stored f16), levels
+ * round(x / d) saturated, NaN giving 0 (quantize_block32's rounding, in the cache's layout). */
+static inline void store_q8_0(global const float *src, global uchar *dst) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; i++)
+        amax = fmax(amax, fabs(src[i]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    vstore_half_rte(d, 0, (global half *)dst);
+    global char *levels = (global char *)(dst + 2);
+    for (int i = 0; i < 32; i++)
+        levels[i] = convert_char_sat(round(src[i] * id));
+}
+
+/* Item i of a row of width values stored at position pos: value i (f16), or block i (Q8_0). */
+static inline void kv_put(global const float *row, global uchar *cache, const int pos, const int width,
+                          const int q8, const int i) {
+    if (!q8) {
+        if (i < width)
+            vstore_half_rte(row[i], (size_t)pos * width + i, (global half *)cache);
+    } else if (i < width / 32) {
+        store_q8_0(row + 32 * i, cache + (size_t)pos * kv_bytes(width, 1) + (size_t)i * 34);
+    }
+}
+
+kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void kv_store(global const float *k,
+                                                                          global const float *v, global uchar *kc,
+                                                                          global uchar *vc, const int pos0,
+                                                                          const int k_width, const int v_width,
+                                                                          const int k_q8, const int v_q8) {
+    const int i = get_global_id(0), t = get_global_id(1);
+    kv_put(k + (size_t)t * k_width, kc, pos0 + t, k_width, k_q8, i);
+    kv_put(v + (size_t)t * v_width, vc, pos0 + t, v_width, v_q8, i);
+}
+
+/* rope_kv: the rope of q and of k and the store of k and v into an FP16 cache, in one launch (the
  * rope and kv_store kernels' arithmetic exactly: the same rotation of each pair, the same f16
- * rounding). Work-item i of token t (global size (n_items rounded up, n_tokens)) takes
+ * rounding; a Q8_0 cache, whose blocks need 32 rotated values at once, takes rope, then kv_store). Work-item i of token t (global size (n_items rounded up, n_tokens)) takes
  *   i < nq = n_head * n_rot/2:            rotated pair i of q's heads
  *   then nk = n_head_kv * head_dim/2:     pair i of k's heads: rotated (pairs < n_rot/2, written
  *                                          back to k and to the cache) or, past n_rot, copied
@@ -141,6 +182,24 @@ static inline float dot_f16(local const float *q, global const half *k, const in
     return s;
 }
 
+/* q . k over n values of a Q8_0 row: each block's levels times q in two chains, then its scale. */
+static inline float dot_q8(local const float *q, global const uchar *k, const int n) {
+    float s = 0.0f;
+    for (int b = 0; b < n / 32; b++) {
+        global const uchar *blk = k + (size_t)b * 34;
+        global const char *qs = (global const char *)(blk + 2);
+        local const float *qb = q + 32 * b;
+        float4 a0 = 0.0f, a1 = 0.0f;
+        for (int j = 0; j < 32; j += 8) {
+            a0 = mad(vload4(0, qb + j), convert_float4(vload4(0, qs + j)), a0);
+            a1 = mad(vload4(0, qb + j + 4), convert_float4(vload4(0, qs + j + 4)), a1);
+        }
+        const float4 a = a0 + a1;
+        s = mad(vload_half(0, (global const half *)blk), (a.x + a.y) + (a.z + a.w), s);
+    }
+    return s;
+}
+
 /* With use_x8 (decode with int8 products, dv a multiple of 32): the head's output, written by
  * this work-group at out_row, also rounded to 8 bits into x8 in quantize_x8's layout for rows of
  * n_head * dv (one per token, n_tokens of them), so the product that reads it (the o-projection)
@@ -159,10 +218,10 @@ static inline float cap_score(const float s, const float softcap) {
 }
 
 kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
-    global const float *q, global const half *kc, global const half *vc, global float *out, const int pos0,
+    global const float *q, global const uchar *kc, global const uchar *vc, global float *out, const int pos0,
     const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width, const int v_width,
     const float scale, const int window, const int span, global float *part, global uchar *x8, const int use_x8,
-    const float softcap) {
+    const float softcap, const int k_q8, const int v_q8) {
     local float ql[ATT_MAX_D];
     local float pl[ATT_WGS];
     local float red[ATT_WGS];
@@ -177,16 +236,20 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
         ql[d] = q[qrow * (size_t)dk + d];
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    global const half *kh = kc + (size_t)hk * (size_t)dk;
-    global const half *vh = vc + (size_t)hk * (size_t)dv;
+    global const uchar *kh = kc + (size_t)hk * kv_bytes(dk, k_q8);
+    global const uchar *vh = vc + (size_t)hk * kv_bytes(dv, v_q8);
+    const size_t k_row = kv_bytes(k_width, k_q8), v_row = kv_bytes(v_width, v_q8);
     float acc[ATT_DIMS_PER_ITEM];
     for (int j = 0; j < ATT_DIMS_PER_ITEM; j++)
         acc[j] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     for (int c0 = lo; c0 < hi; c0 += ATT_WGS) {
         const int key = c0 + lid, n = min(ATT_WGS, hi - c0);
-        const float s =
-            lid < n ? cap_score(dot_f16(ql, kh + (size_t)key * (size_t)k_width, dk) * scale, softcap) : -INFINITY;
+        global const uchar *krow = kh + (size_t)key * k_row;
+        const float s = lid < n ? cap_score((k_q8 ? dot_q8(ql, krow, dk) : dot_f16(ql, (global const half *)krow, dk)) *
+                                                scale,
+                                            softcap)
+                                : -INFINITY;
         const float m_new = fmax(m, group_max(s, red, ATT_WGS));
         const float p = lid < n ? exp(s - m_new) : 0.0f;
         pl[lid] = p;
@@ -196,8 +259,8 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
         /* group_sum's barriers also made pl visible */
         for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
             const int d = lid + j * ATT_WGS;
-            if (d < dv) {
-                global const half *vd = vh + (size_t)c0 * (size_t)v_width + d;
+            if (d < dv && !v_q8) {
+                global const half *vd = (global const half *)(vh + (size_t)c0 * v_row) + d;
                 float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f; /* four chains, as in dot_f16 */
                 int i = 0;
                 for (; i + 4 <= n; i += 4) {
@@ -209,6 +272,17 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
                 for (; i < n; i++)
                     a0 = mad(pl[i], vload_half((size_t)i * (size_t)v_width, vd), a0);
                 acc[j] = mad(acc[j], corr, (a0 + a1) + (a2 + a3));
+            } else if (d < dv) { /* Q8_0: value d of each row (its block's scale and level) */
+                global const uchar *vd = vh + (size_t)c0 * v_row;
+                float a0 = 0.0f, a1 = 0.0f;
+                int i = 0;
+                for (; i + 2 <= n; i += 2) {
+                    a0 = mad(pl[i], kv_value(vd + (size_t)i * v_row, d, 1), a0);
+                    a1 = mad(pl[i + 1], kv_value(vd + (size_t)(i + 1) * v_row, d, 1), a1);
+                }
+                for (; i < n; i++)
+                    a0 = mad(pl[i], kv_value(vd + (size_t)i * v_row, d, 1), a0);
+                acc[j] = mad(acc[j], corr, a0 + a1);
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* pl is rewritten by the next chunk */
@@ -287,9 +361,9 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge
 #define AT_THREADS (ATT_TQ * 4)
 
 kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_tiled(
-    global const float *q, global const half *kc, global const half *vc, global float *out, const int pos0,
+    global const float *q, global const uchar *kc, global const uchar *vc, global float *out, const int pos0,
     const int n_tokens, const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width,
-    const int v_width, const float scale, const int window, const float softcap) {
+    const int v_width, const float scale, const int window, const float softcap, const int k_q8, const int v_q8) {
     local float ql[ATT_TQ * AT_STRIDE]; /* the block's queries, times scale */
     local float kl[AT_K * AT_STRIDE], vl[AT_K * AT_STRIDE];
     local float pl[ATT_TQ * AT_K]; /* the chunk's probabilities, [query][key] */
@@ -307,8 +381,9 @@ kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_ti
         const size_t at = ((size_t)t * (size_t)n_head + (size_t)h) * (size_t)dk + (size_t)d;
         ql[r * AT_STRIDE + d] = d < dk ? q[at] * scale : 0.0f;
     }
-    global const half *kh = kc + (size_t)hk * (size_t)dk;
-    global const half *vh = vc + (size_t)hk * (size_t)dv;
+    global const uchar *kh = kc + (size_t)hk * kv_bytes(dk, k_q8);
+    global const uchar *vh = vc + (size_t)hk * kv_bytes(dv, v_q8);
+    const size_t k_row = kv_bytes(k_width, k_q8), v_row = kv_bytes(v_width, v_q8);
     float acc[AT_D / 4];
     for (int i = 0; i < AT_D / 4; i++)
         acc[i] = 0.0f;
@@ -318,12 +393,11 @@ kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_ti
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk's readers are done (and ql is stored) */
         for (int e = lid; e < AT_K * dk4; e += AT_THREADS) {
             const int r = e / dk4, d = e % dk4;
-            const size_t at = (size_t)(c0 + r) * (size_t)k_width + (size_t)d;
-            kl[r * AT_STRIDE + d] = r < n && d < dk ? vload_half(at, kh) : 0.0f;
+            kl[r * AT_STRIDE + d] = r < n && d < dk ? kv_value(kh + (size_t)(c0 + r) * k_row, d, k_q8) : 0.0f;
         }
         for (int e = lid; e < AT_K * dv; e += AT_THREADS) {
             const int r = e / dv, d = e % dv;
-            vl[r * AT_STRIDE + d] = r < n ? vload_half((size_t)(c0 + r) * (size_t)v_width + d, vh) : 0.0f;
+            vl[r * AT_STRIDE + d] = r < n ? kv_value(vh + (size_t)(c0 + r) * v_row, d, v_q8) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[4], mx = -INFINITY;

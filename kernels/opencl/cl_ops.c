@@ -50,21 +50,22 @@ void tern_cl_rope(tern_cl *cl, cl_mem x, int64_t n_tokens, int64_t n_head, int64
 }
 
 void tern_cl_kv_store(tern_cl *cl, cl_mem k, cl_mem v, cl_mem kc, cl_mem vc, int64_t pos0, int64_t n,
-                      int64_t k_width, int64_t v_width) {
-    const cl_int p0 = (cl_int)pos0, kw = (cl_int)k_width, vw = (cl_int)v_width;
-    const tern_cl_arg args[] = {TERN_CL_ARG(k),  TERN_CL_ARG(v),  TERN_CL_ARG(kc), TERN_CL_ARG(vc),
-                                TERN_CL_ARG(p0), TERN_CL_ARG(kw), TERN_CL_ARG(vw)};
+                      int64_t k_width, int64_t v_width, bool k_q8, bool v_q8) {
+    const cl_int p0 = (cl_int)pos0, kw = (cl_int)k_width, vw = (cl_int)v_width, kq = k_q8, vq = v_q8;
+    const tern_cl_arg args[] = {TERN_CL_ARG(k),  TERN_CL_ARG(v),  TERN_CL_ARG(kc), TERN_CL_ARG(vc), TERN_CL_ARG(p0),
+                                TERN_CL_ARG(kw), TERN_CL_ARG(vw), TERN_CL_ARG(kq), TERN_CL_ARG(vq)};
     const size_t global[2] = {round_up(k_width > v_width ? k_width : v_width, cl->tune.ew_wgs), (size_t)n};
     const size_t local[2] = {(size_t)cl->tune.ew_wgs, 1};
-    tern_cl_launch(cl, cl->kv_store, "kv_store", 7, args, 2, global, local,
+    tern_cl_launch(cl, cl->kv_store, "kv_store", 9, args, 2, global, local,
                    (uint64_t)(n * (k_width + v_width)) * 6);
 }
 
 /* Keys per span: enough work-groups to fill the device (4 per compute unit) but no span under
- * ATT_SPAN_MIN keys (a short span leaves most of a work-group idle), and partial results of at
- * most 64 MiB. A span may be shorter than a chunk of ATT_WGS keys: its work-group then runs one
- * partial chunk. */
-#define ATT_SPAN_MIN 32
+ * ATT_SPAN_MIN keys, and partial results of at most 64 MiB. Below ATT_SPAN_MIN keys one work-group
+ * streams a head's keys in less time than a second launch (attention_merge) costs, so a decode
+ * over a short context is one launch (docs/benchmarks.md). A span may be shorter than a chunk of
+ * ATT_WGS keys: its work-group then runs one partial chunk. */
+#define ATT_SPAN_MIN 512
 static int64_t attention_span(const tern_cl *cl, const tern_cl_attn_shape *s, int64_t keys) {
     const int64_t groups = s->n_head * s->n_tokens;
     const int64_t want = 4 * (int64_t)(cl->info.compute_units > 0 ? cl->info.compute_units : 1);
@@ -112,13 +113,15 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
                      nkv = (cl_int)s->n_head_kv, dk = (cl_int)s->head_dim_k, dv = (cl_int)s->head_dim_v,
                      kw = (cl_int)s->k_width, vw = (cl_int)s->v_width, win = (cl_int)s->window;
         const float scale = s->scale, cap = s->softcap;
-        const tern_cl_arg args[] = {TERN_CL_ARG(q),     TERN_CL_ARG(kc),  TERN_CL_ARG(vc), TERN_CL_ARG(out),
-                                    TERN_CL_ARG(p0),    TERN_CL_ARG(nt),  TERN_CL_ARG(nh), TERN_CL_ARG(nkv),
-                                    TERN_CL_ARG(dk),    TERN_CL_ARG(dv),  TERN_CL_ARG(kw), TERN_CL_ARG(vw),
-                                    TERN_CL_ARG(scale), TERN_CL_ARG(win), TERN_CL_ARG(cap)};
+        const cl_int kq = s->k_q8, vq = s->v_q8;
+        const tern_cl_arg args[] = {TERN_CL_ARG(q),     TERN_CL_ARG(kc),  TERN_CL_ARG(vc),  TERN_CL_ARG(out),
+                                    TERN_CL_ARG(p0),    TERN_CL_ARG(nt),  TERN_CL_ARG(nh),  TERN_CL_ARG(nkv),
+                                    TERN_CL_ARG(dk),    TERN_CL_ARG(dv),  TERN_CL_ARG(kw),  TERN_CL_ARG(vw),
+                                    TERN_CL_ARG(scale), TERN_CL_ARG(win), TERN_CL_ARG(cap), TERN_CL_ARG(kq),
+                                    TERN_CL_ARG(vq)};
         const size_t global[2] = {(size_t)s->n_head * 4 * (size_t)tq, (size_t)((s->n_tokens + tq - 1) / tq)};
         const size_t local[2] = {4 * (size_t)tq, 1};
-        tern_cl_launch(cl, cl->attention_tiled, "attention_tiled", 15, args, 2, global, local,
+        tern_cl_launch(cl, cl->attention_tiled, "attention_tiled", 17, args, 2, global, local,
                        (uint64_t)(s->n_tokens / tq + 1) *
                            (uint64_t)(keys * (s->k_width + s->v_width)) * 2 /
                            (uint64_t)(s->n_head / s->n_head_kv));
@@ -142,14 +145,15 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
                  dk = (cl_int)s->head_dim_k, dv = (cl_int)s->head_dim_v, kw = (cl_int)s->k_width,
                  vw = (cl_int)s->v_width, win = (cl_int)s->window, ns = n_splits;
     const float scale = s->scale, cap = s->softcap;
+    const cl_int kq = s->k_q8, vq = s->v_q8;
     const tern_cl_arg args[] = {TERN_CL_ARG(q),  TERN_CL_ARG(kc), TERN_CL_ARG(vc),  TERN_CL_ARG(out),
                                 TERN_CL_ARG(p0), TERN_CL_ARG(nh), TERN_CL_ARG(nkv), TERN_CL_ARG(dk),
                                 TERN_CL_ARG(dv), TERN_CL_ARG(kw), TERN_CL_ARG(vw),  TERN_CL_ARG(scale),
                                 TERN_CL_ARG(win), TERN_CL_ARG(span), TERN_CL_ARG(part), TERN_CL_ARG(x8),
-                                TERN_CL_ARG(use_x8), TERN_CL_ARG(cap)};
+                                TERN_CL_ARG(use_x8), TERN_CL_ARG(cap), TERN_CL_ARG(kq), TERN_CL_ARG(vq)};
     const size_t global[3] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)n_splits, (size_t)s->n_tokens};
     const size_t local[3] = {(size_t)cl->tune.att_wgs, 1, 1};
-    tern_cl_launch(cl, cl->attention, "attention", 18, args, 3, global, local,
+    tern_cl_launch(cl, cl->attention, "attention", 20, args, 3, global, local,
                    (uint64_t)(s->n_tokens * keys * (s->k_width + s->v_width)) * 2 / (uint64_t)(s->n_head / s->n_head_kv));
     if (n_splits > 1) {
         const tern_cl_arg margs[] = {TERN_CL_ARG(part), TERN_CL_ARG(ns), TERN_CL_ARG(nh),    TERN_CL_ARG(dv),

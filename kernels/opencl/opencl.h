@@ -171,12 +171,14 @@ void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem bw, float scale, cl_mem y
 /* Rotates n_tokens x n_head heads by the table cos_sin ([position][n_rot] as cos, sin pairs). */
 void tern_cl_rope(tern_cl *cl, cl_mem x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
                   bool neox, cl_mem cos_sin, int64_t pos0);
-/* k, v: n rows of k_width / v_width floats stored as f16 at positions pos0.. of kc, vc. */
+/* k, v: n rows of k_width / v_width floats stored at positions pos0.. of kc, vc: as f16, or with
+ * k_q8 / v_q8 as Q8_0 blocks (34 bytes per 32 values, tern_quantize_row_q8_0's rounding; the
+ * width a multiple of 32). */
 void tern_cl_kv_store(tern_cl *cl, cl_mem k, cl_mem v, cl_mem kc, cl_mem vc, int64_t pos0, int64_t n,
-                      int64_t k_width, int64_t v_width);
+                      int64_t k_width, int64_t v_width, bool k_q8, bool v_q8);
 
 /* rope of q (n_head heads) and k (n_head_kv heads) by cos_sin, as tern_cl_rope, then k (rotated)
- * and v stored as f16 at positions pos0.. of kc, vc, as tern_cl_kv_store: one launch. head_dim,
+ * and v stored as f16 at positions pos0.. of an FP16 cache kc, vc, as tern_cl_kv_store: one launch. head_dim,
  * n_rot and v_width must be even; k_width is n_head_kv * head_dim. With q_norm and k_norm (both,
  * head_dim floats each) every head is first RMS-normalized by them, as tern_cl_rmsnorm with eps. */
 typedef struct tern_cl_rope_kv_args {
@@ -192,8 +194,9 @@ typedef struct tern_cl_attn_shape {
     int64_t pos0, n_tokens, n_head, n_head_kv, head_dim_k, head_dim_v, k_width, v_width, window;
     float scale;
     float softcap; /* > 0: scores soft-capped (gemma2); 0: none */
+    bool k_q8, v_q8; /* the cache's rows: Q8_0 blocks (head sizes multiples of 32), else FP16 */
 } tern_cl_attn_shape;
-/* Causal (and sliding-window) attention of n_tokens queries over one layer's FP16 cache. */
+/* Causal (and sliding-window) attention of n_tokens queries over one layer's cache. */
 void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out);
 /* out = act(gate) * up over n floats (silu, or gelu_tanh); out may equal gate. */
 void tern_cl_glu(tern_cl *cl, cl_mem gate, cl_mem up, int64_t n, bool gelu, cl_mem out);

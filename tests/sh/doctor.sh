@@ -140,6 +140,11 @@ doctor $ROOTS/server-8 1 -m "$Q4" --ctx 4096 --no-measure
 check "context and KV cache" WARN "pitfall 6 (--ctx 4096 given: KV as large as the weights)"
 json "KV share >= 50 %, factor 1 + share" '.checks[5].numbers.kv_share_of_weights >= 0.5 and (.checks[5].impact - 1 - .checks[5].numbers.kv_share_of_weights | fabs) < 1e-3'
 json "fix names a smaller --ctx" '.checks[5].fix | test("--ctx 1024")'
+json "fix names a Q8_0 KV cache first" '.checks[5].fix | test("^-ctk q8_0 -ctv q8_0 ")'
+json "the Q8_0 cache's bytes: 17/32 of FP16's" '.checks[5].numbers.kv_bytes_q8_0 * 32 == .checks[5].numbers.kv_bytes * 17'
+doctor $ROOTS/server-8 1 -m "$Q4" --ctx 4096 -ctk q8_0 -ctv q8_0 --no-measure
+check "context and KV cache" WARN "pitfall 6 with a Q8_0 cache: still over half the weights"
+json "-ctk q8_0 -ctv q8_0: the smaller cache counted, not suggested again" '.checks[5].numbers.kv_bytes == 4456448 and (.checks[5].fix | test("ctk") | not)'
 kv_factor_once "--ctx 4096 on the tiny model" -m "$Q4" --ctx 4096
 doctor $ROOTS/server-8 2 -m "$Q4" --ctx 8192 --no-measure
 check "context and KV cache" FAIL "above the trained length"

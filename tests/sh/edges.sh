@@ -254,6 +254,35 @@ refused "run -p and -f together: says both were given" 2 "not both"
 run 30 "$TERN" kbench --isa sse9 --quick
 refused "kbench --isa sse9: refused by name" 2 "sse9"
 
+# the KV cache type (-ctk/-ctv): info plans Q8_0's 34 bytes per 32 values, other types are refused
+# by name, and a run says what its cache holds
+kv_bytes() { # the KV cache's size in KiB from tern info's "run at ctx" line
+    sed -n 's/.*KV cache \([0-9.]*\) \([KMG]\)iB.*/\1 \2/p' "$tmp/out" |
+        awk '{ print $1 * ($2 == "M" ? 1024 : $2 == "G" ? 1048576 : 1) }'
+}
+run 30 "$TERN" info "$MODEL" --ctx 128
+f16_kib=$(kv_bytes)
+run 30 "$TERN" info "$MODEL" --ctx 128 -ctk q8_0 -ctv q8_0
+q8_kib=$(kv_bytes)
+if [ "$rc" -eq 0 ] && grep -q "KV cache .*(Q8_0)" "$tmp/out" &&
+    awk -v a="$f16_kib" -v b="$q8_kib" 'BEGIN { exit !(a > 0 && b > 0.52 * a && b < 0.54 * a) }'; then
+    ok "info -ctk q8_0 -ctv q8_0: the KV cache is 17/32 of FP16's ($q8_kib vs $f16_kib KiB)"
+else
+    fail "info -ctk q8_0 -ctv q8_0: KV $q8_kib KiB against FP16's $f16_kib KiB (want 17/32)"
+    show "$tmp/out"
+fi
+run 30 "$TERN" info "$MODEL" -ctk q4_0
+refused "info -ctk q4_0: refused naming the types taken" 2 "-ctk takes f16 or q8_0"
+run 30 "$TERN" run -m "$MODEL" -p hi -n 2 -ctv bf16
+refused "run -ctv bf16: refused naming the types taken" 2 "-ctv takes f16 or q8_0"
+run 60 "$TERN" run -m "$MODEL" -p hi -n 2 -t 1 --backend cpu -ctk q8_0 -ctv q8_0
+if [ "$rc" -eq 0 ] && grep -q "KV cache Q8_0" "$tmp/err"; then
+    ok "run -ctk q8_0 -ctv q8_0: runs and says the cache is Q8_0"
+else
+    fail "run -ctk q8_0 -ctv q8_0: exit $rc"
+    show "$tmp/err"
+fi
+
 if ! "$TERN" info --devices 2>&1 | grep -q "no OpenCL platform"; then
     TERN_OPENCL_ANY_DEVICE=1 TERN_OPENCL_SPLIT=1 XDG_CACHE_HOME=$tmp/cache run 120 "$TERN" run -m "$MODEL" -p hi -n 2 -t 1 \
         --backend opencl
