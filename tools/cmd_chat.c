@@ -402,10 +402,11 @@ int tern_cmd_chat(int argc, char **argv) {
     tern_generate_stats last = {0};
     fprintf(stderr, "chat ready: type a message (%s; Ctrl-C stops an answer)\n", chat_commands);
     for (;;) {
-        interrupts = 0;
         if (ed)
             printf("\n");
-        if (!tern_out_ok() || !read_message(ed, &msg, &line, &line_cap))
+        /* A Ctrl-C since the last answer (during a command's output, say) is one at the prompt: the
+         * terminal sent it as SIGINT, and the editor, in raw mode, would never see it as a key. */
+        if (interrupts || !tern_out_ok() || !read_message(ed, &msg, &line, &line_cap))
             break; /* Ctrl-D, end of piped input, or Ctrl-C at the prompt */
         if (msg.len == 0)
             continue;
@@ -420,6 +421,7 @@ int tern_cmd_chat(int argc, char **argv) {
             goto done;
         if (last.stop == TERN_STOP_INTERRUPT && interrupts > 1)
             break;
+        interrupts = 0; /* the answer's Ctrl-C stopped it and is spent */
     }
     fprintf(stderr, "\nbye\n");
 done:
