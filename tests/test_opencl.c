@@ -589,9 +589,10 @@ static void expect_cache_rows(const uint8_t *got, const uint8_t *want, const flo
         const tern_block_q8_0 *g = (const tern_block_q8_0 *)got + b, *w = (const tern_block_q8_0 *)want + b;
         const float *x = src + b * TERN_QK8_0;
         assert_true(abs((int)g->d - (int)w->d) <= 1);
-        double amax = 0.0;
+        double amax = 0.0; /* not fmax: aarch64 GCC 12's vectorizer fails on that reduction (an ICE) */
         for (int j = 0; j < TERN_QK8_0; j++)
-            amax = fmax(amax, fabs((double)x[j]));
+            if (fabs((double)x[j]) > amax)
+                amax = fabs((double)x[j]);
         for (int j = 0; j < TERN_QK8_0; j++) {
             const double scaled = amax > 0.0 ? (double)x[j] * 127.0 / amax : 0.0;
             if (fabs(g->qs[j] - scaled) > 0.5 + 1e-6 * (1.0 + fabs(scaled)))
