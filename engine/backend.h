@@ -135,6 +135,10 @@ typedef struct tern_backend_ops {
     /* tern_residual_params over n_rows rows of h's width (branch may be overwritten). */
     void (*residual)(tern_backend *be, tern_buf *branch, const tern_residual_params *p, int64_t n_rows,
                      tern_buf *h, tern_buf *out);
+    /* branch = W x over m rows, then residual(branch, p): a product and the residual that reads
+     * it (the o-projection, the FFN down product). */
+    void (*matmul_residual)(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m, tern_buf *branch,
+                            const tern_residual_params *p, tern_buf *h, tern_buf *out);
     /* tern_rope_store_params: q and k are changed in place. */
     void (*rope_store)(tern_backend *be, tern_buf *q, tern_buf *k, const tern_buf *v,
                        const tern_rope_store_params *p);

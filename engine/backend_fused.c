@@ -42,6 +42,12 @@ void tern_be_generic_rope_store(tern_backend *be, tern_buf *q, tern_buf *k, cons
     be->ops->kv_store(be, p->layer, k, v, r->pos0, r->n_tokens);
 }
 
+void tern_be_generic_matmul_residual(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m,
+                                     tern_buf *branch, const tern_residual_params *p, tern_buf *h, tern_buf *out) {
+    be->ops->matmul(be, w, x, m, branch);
+    tern_be_residual(be, branch, p, m, h, out);
+}
+
 void tern_be_matmul_shared(tern_backend *be, const tern_weight *const ws[], int n_w, const tern_buf *x, int64_t m,
                            tern_buf *const ys[]) {
     (be->ops->matmul_shared ? be->ops->matmul_shared : tern_be_generic_matmul_shared)(be, ws, n_w, x, m, ys);
@@ -61,4 +67,10 @@ void tern_be_residual(tern_backend *be, tern_buf *branch, const tern_residual_pa
 void tern_be_rope_store(tern_backend *be, tern_buf *q, tern_buf *k, const tern_buf *v,
                         const tern_rope_store_params *p) {
     (be->ops->rope_store ? be->ops->rope_store : tern_be_generic_rope_store)(be, q, k, v, p);
+}
+
+void tern_be_matmul_residual(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m, tern_buf *branch,
+                             const tern_residual_params *p, tern_buf *h, tern_buf *out) {
+    (be->ops->matmul_residual ? be->ops->matmul_residual : tern_be_generic_matmul_residual)(be, w, x, m, branch, p,
+                                                                                           h, out);
 }

@@ -17,6 +17,8 @@ void tern_be_residual(tern_backend *be, tern_buf *branch, const tern_residual_pa
                       tern_buf *out);
 void tern_be_rope_store(tern_backend *be, tern_buf *q, tern_buf *k, const tern_buf *v,
                         const tern_rope_store_params *p);
+void tern_be_matmul_residual(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m, tern_buf *branch,
+                             const tern_residual_params *p, tern_buf *h, tern_buf *out);
 
 /* The generic forms, for backends that run some cases their own way and leave the rest here. */
 void tern_be_generic_matmul_shared(tern_backend *be, const tern_weight *const ws[], int n_w, const tern_buf *x,
@@ -28,5 +30,7 @@ void tern_be_generic_residual(tern_backend *be, tern_buf *branch, const tern_res
                               tern_buf *h, tern_buf *out);
 void tern_be_generic_rope_store(tern_backend *be, tern_buf *q, tern_buf *k, const tern_buf *v,
                                 const tern_rope_store_params *p);
+void tern_be_generic_matmul_residual(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m,
+                                     tern_buf *branch, const tern_residual_params *p, tern_buf *h, tern_buf *out);
 
 #endif

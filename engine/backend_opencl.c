@@ -254,6 +254,20 @@ static void ocl_residual(tern_backend *be, tern_buf *branch, const tern_residual
                         h->mem, p->next_norm->m->parts[0].mem, p->width, n_rows, p->eps, out->mem);
 }
 
+/* One token's product and the residual after it in one launch (matvec_res) where the kernels
+ * allow, else the product, then ocl_residual. */
+static void ocl_matmul_residual(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m,
+                                tern_buf *branch, const tern_residual_params *p, tern_buf *h, tern_buf *out) {
+    if (m != 1 || w->m->n_rows != p->width || !p->next_norm || p->next_norm->k != p->width ||
+        (p->branch_norm && p->branch_norm->k != p->width)) {
+        tern_be_generic_matmul_residual(be, w, x, m, branch, p, h, out);
+        return;
+    }
+    tern_cl_matmul_residual(ocl(be)->cl, w->m, x->mem, branch->mem,
+                            p->branch_norm ? p->branch_norm->m->parts[0].mem : NULL, p->scale, h->mem,
+                            p->next_norm->m->parts[0].mem, p->eps, out->mem);
+}
+
 /* The table for p's parameters, computed up to position `need` (at least). */
 static rope_table *rope_table_for(ocl_backend *b, const tern_rope_params *p, int64_t need) {
     rope_table *t = NULL;
@@ -468,6 +482,7 @@ static const tern_backend_ops ocl_ops = {
     .matmul_shared = ocl_matmul_shared,
     .matmul_glu = ocl_matmul_glu,
     .residual = ocl_residual,
+    .matmul_residual = ocl_matmul_residual,
     .rope_store = ocl_rope_store,
     .finish = ocl_finish,
     .read = ocl_read,

@@ -344,13 +344,19 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             .softcap = hp->attn_softcap,
         };
         o->attention(be, f->q, &ap, f->attn);
-        o->matmul(be, L->wo, f->attn, n, f->tmp);
-        if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_WO, err)) != TERN_OK)
-            return st;
-        if (L->bo)
-            o->add_bias(be, L->bo, n, f->tmp);
         tern_residual_params res = {E, L->post_attn_norm, hp->residual_scale, L->ffn_norm, hp->rms_eps};
-        tern_be_residual(be, f->tmp, &res, n, f->x, f->xn);
+        /* the product and the residual as one step, unless its output is checked or biased between */
+        const bool split_wo = f->check_numerics || L->bo;
+        if (split_wo) {
+            o->matmul(be, L->wo, f->attn, n, f->tmp);
+            if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_WO, err)) != TERN_OK)
+                return st;
+            if (L->bo)
+                o->add_bias(be, L->bo, n, f->tmp);
+            tern_be_residual(be, f->tmp, &res, n, f->x, f->xn);
+        } else {
+            tern_be_matmul_residual(be, L->wo, f->attn, n, f->tmp, &res, f->x, f->xn);
+        }
 
         if (f->check_numerics) { /* the products named before the GLU combines them */
             const tern_weight *gu[2] = {L->ffn_gate, L->ffn_up};
@@ -362,13 +368,17 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
         } else {
             tern_be_matmul_glu(be, L->ffn_gate, L->ffn_up, f->xn, n, hp->n_ff, hp->act, f->up, f->gate);
         }
-        o->matmul(be, L->ffn_down, f->gate, n, f->tmp);
-        if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_DOWN, err)) != TERN_OK)
-            return st;
         /* the next layer's input norm, or after the last layer the output norm */
         res.branch_norm = L->post_ffw_norm;
         res.next_norm = il + 1 < hp->n_layer ? f->w->layers[il + 1].attn_norm : f->w->output_norm;
-        tern_be_residual(be, f->tmp, &res, n, f->x, f->xn);
+        if (f->check_numerics) {
+            o->matmul(be, L->ffn_down, f->gate, n, f->tmp);
+            if ((st = check_products(f, n, il, PRODUCTS_DOWN, err)) != TERN_OK)
+                return st;
+            tern_be_residual(be, f->tmp, &res, n, f->x, f->xn);
+        } else {
+            tern_be_matmul_residual(be, L->ffn_down, f->gate, n, f->tmp, &res, f->x, f->xn);
+        }
         if (f->check_numerics && (st = check_finite(f, f->x, n * E, "the residual stream", il, err)) != TERN_OK)
             return st;
     }

@@ -804,6 +804,105 @@ static void test_attention_then_product(void **state) {
     free(vh);
 }
 
+/* ---- steps finished by a launch's last work-group (SYNC) ---- */
+
+static void expect_close(const char *what, const float *got, const float *want, int64_t n, float tol);
+
+/* The product + residual of one launch (matvec_res) against the product, then add_rmsnorm on a
+ * handle built with SYNC=0 (launches of their own): h and out within f32 rounding (the norms sum
+ * in another order), with and without a branch norm, for widths whose rows split unevenly over
+ * the work-groups and one that is not a multiple of 4 or 32 (no 8-bit output then). With int8
+ * products, the product that reads out must give the bits of the same product over a copy of out
+ * (which rounds on its own): the tail's 8-bit output is the rounding of out. The same for the
+ * GLU's 8-bit output, with blocks of 32 rows that several work-groups share (MV_ROWS 3 too). */
+static void check_last_group_steps(tern_cl *cl, tern_cl *cl0, uint32_t type, int64_t k, int64_t width) {
+    tern_error err = {0};
+    weights w = make_weights(type, width, k), d = make_weights(TERN_TYPE_Q4_K, 37, (width + 255) / 256 * 256);
+    weights wg = make_weights(type, width, k), wu = make_weights(type, width, k);
+    tern_cl_matrix *m[2] = {NULL, NULL}, *down = NULL, *g = NULL, *u = NULL;
+    assert_int_equal(tern_cl_matrix_upload(cl, type, k, width, w.q, &m[0], &err), TERN_OK);
+    assert_int_equal(tern_cl_matrix_upload(cl0, type, k, width, w.q, &m[1], &err), TERN_OK);
+    float *x = random_floats((size_t)k, 1.0f), *h = random_floats((size_t)width, 2.0f);
+    float *bn = random_floats((size_t)width, 1.5f), *nn = random_floats((size_t)width, 1.5f);
+    float got[2][2][512];
+    for (int use_bw = 0; use_bw < 2; use_bw++) {
+        for (int c = 0; c < 2; c++) {
+            tern_cl *z = c == 0 ? cl : cl0;
+            cl_mem xd = put(z, x, sizeof(float) * (size_t)k), hd = put(z, h, sizeof(float) * (size_t)width),
+                   bd = put(z, bn, sizeof(float) * (size_t)width), nd = put(z, nn, sizeof(float) * (size_t)width),
+                   td = put(z, NULL, sizeof(float) * (size_t)width), od = put(z, NULL, sizeof(float) * (size_t)width);
+            tern_cl_matmul_residual(z, m[c], xd, td, use_bw ? bd : NULL, 0.5f, hd, nd, 1e-5f, od);
+            get(z, hd, got[c][0], sizeof(float) * (size_t)width);
+            get(z, od, got[c][1], sizeof(float) * (size_t)width);
+            const cl_mem bufs[] = {xd, hd, bd, nd, td, od};
+            for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+                tern_cl_release(z, bufs[i], 0);
+        }
+        expect_close("matmul_residual h", got[0][0], got[1][0], width, 2e-5f);
+        expect_close("matmul_residual out", got[0][1], got[1][1], width, 2e-5f);
+    }
+    /* the 8-bit outputs, read by the next product */
+    if (width % 32 == 0) {
+        assert_int_equal(tern_cl_matrix_upload(cl, TERN_TYPE_Q4_K, d.k, 37, d.q, &down, &err), TERN_OK);
+        assert_int_equal(tern_cl_matrix_upload(cl, type, k, width, wg.q, &g, &err), TERN_OK);
+        assert_int_equal(tern_cl_matrix_upload(cl, type, k, width, wu.q, &u, &err), TERN_OK);
+        cl_mem xd = put(cl, x, sizeof(float) * (size_t)k), hd = put(cl, h, sizeof(float) * (size_t)width),
+               nd = put(cl, nn, sizeof(float) * (size_t)width), td = put(cl, NULL, sizeof(float) * (size_t)width);
+        float *zero = calloc((size_t)d.k, sizeof(float));
+        cl_mem od = put(cl, zero, sizeof(float) * (size_t)d.k), o2 = put(cl, zero, sizeof(float) * (size_t)d.k);
+        cl_mem ya = put(cl, NULL, sizeof(float) * 37), yb = put(cl, NULL, sizeof(float) * 37);
+        float a[37], b[37];
+        assert_int_equal(d.k, width); /* the widths tested with 8-bit outputs are whole Q4_K rows */
+        for (int step = 0; step < 2; step++) {
+            if (step == 0)
+                tern_cl_matmul_residual(cl, m[0], xd, td, NULL, 1.0f, hd, nd, 1e-5f, od);
+            else
+                tern_cl_matmul_glu(cl, g, u, xd, step == 1, od);
+            tern_cl_matmul(cl, down, od, 1, ya);
+            tern_cl_copy(cl, od, 0, o2, 0, sizeof(float) * (size_t)width);
+            tern_cl_matmul(cl, down, o2, 1, yb);
+            get(cl, ya, a, sizeof a);
+            get(cl, yb, b, sizeof b);
+            for (int j = 0; j < 37; j++)
+                if (memcmp(&a[j], &b[j], sizeof a[j]) != 0)
+                    fail_msg("%s width %lld, %s [%d]: %.9g after the fused step, %.9g after a copy",
+                             tern_type_name(type), (long long)width, step == 0 ? "matmul_residual" : "matmul_glu", j,
+                             a[j], b[j]);
+        }
+        const cl_mem bufs[] = {xd, hd, nd, td, od, o2, ya, yb};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            tern_cl_release(cl, bufs[i], 0);
+        free(zero);
+    }
+    tern_cl_matrix_free(cl, m[0]);
+    tern_cl_matrix_free(cl0, m[1]);
+    tern_cl_matrix_free(cl, down);
+    tern_cl_matrix_free(cl, g);
+    tern_cl_matrix_free(cl, u);
+    weights *all[] = {&w, &d, &wg, &wu};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free_weights(all[i]);
+    free(x);
+    free(h);
+    free(bn);
+    free(nn);
+}
+
+static void test_last_group_steps(void **state) {
+    (void)state;
+    char options[600], options3[600];
+    const tern_opencl_params p0 = with_options("-DSYNC=0", options, sizeof options);
+    tern_cl *cl0 = open_with(&p0);
+    check_last_group_steps(g_cl, cl0, TERN_TYPE_Q4_K, 512, 256);
+    check_last_group_steps(g_cl, cl0, TERN_TYPE_Q8_0, 96, 100);
+    check_last_group_steps(g_cl, cl0, TERN_TYPE_Q6_K, 256, 512);
+    const tern_opencl_params p3 = with_options("-DMV_ROWS=3", options3, sizeof options3);
+    tern_cl *cl3 = open_with(&p3);
+    check_last_group_steps(cl3, cl0, TERN_TYPE_Q4_K, 256, 256);
+    tern_cl_free(cl3);
+    tern_cl_free(cl0);
+}
+
 /* ---- weights split by the allocation limit, CLBlast ---- */
 
 /* A split size (opencl.split_bytes) of 3 rows: 67 rows become 23 parts; every product and lookup must give
@@ -1665,6 +1764,7 @@ int main(void) {
         cmocka_unit_test(test_backend_rope),
         cmocka_unit_test(test_backend_fused),
         cmocka_unit_test(test_rope_kv),
+        cmocka_unit_test(test_last_group_steps),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     /* The products again with the decode products the device does not use by default (int8 on
@@ -1684,7 +1784,7 @@ int main(void) {
             cmocka_unit_test(test_matmul_every_type), cmocka_unit_test(test_matmul_small_shapes),
             cmocka_unit_test(test_matmul_shared),     cmocka_unit_test(test_matmul_glu),
             cmocka_unit_test(test_split_weights),     cmocka_unit_test(test_norm_then_product),
-            cmocka_unit_test(test_attention_then_product),
+            cmocka_unit_test(test_attention_then_product), cmocka_unit_test(test_last_group_steps),
         };
         failed += cmocka_run_group_tests(products, NULL, NULL);
         g_params.build_options = opts; /* other ends here */

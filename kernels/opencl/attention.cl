@@ -144,7 +144,7 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void norm_rope_kv(
     const int h = is_q ? g : g - n_head;
     global float *head = is_q ? q + ((size_t)t * n_head + h) * head_dim : k + ((size_t)t * n_head_kv + h) * head_dim;
     global const float *w = is_q ? qn : kn;
-    const float scale = 1.0f / sqrt(group_sum(sum_squares(head, head_dim), red, NORM_WGS) / (float)head_dim + eps);
+    const float scale = 1.0f / sqrt(group_sum(sum_squares(head, head_dim, NORM_WGS), red, NORM_WGS) / (float)head_dim + eps);
     global const float *cs = cos_sin + (size_t)pos * (size_t)n_rot;
     for (int j = lid; j < head_dim / 2; j += NORM_WGS) {
         const int2 at = j < half_rot ? rope_pair(j, n_rot, neox)
@@ -212,6 +212,37 @@ static inline void head_x8(global const float *out_row, const int h, const int t
                  (size_t)h * (size_t)(dv / 32));
 }
 
+/* The spans of query row qrow (head h of token t): out = sum_s e_s acc_s / sum_s e_s l_s,
+ * e_s = exp(m_s - max m), written (and rounded for the next product, use_x8) by one work-group of
+ * ATT_WGS: attention_merge's, or attention's last span (SYNC). */
+static inline void merge_spans(global const float *part, const int n_splits, const int n_head, const int dv,
+                               const int h, const int t, const int n_tokens, global float *out, global uchar *x8,
+                               const int use_x8) {
+    const int lid = get_local_id(0);
+    const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
+    global const float *p = part + qrow * (size_t)n_splits * (size_t)(dv + 2);
+    float mx = -INFINITY;
+    for (int s = 0; s < n_splits; s++)
+        mx = fmax(mx, p[(size_t)s * (dv + 2) + dv]);
+    float l = 0.0f;
+    for (int s = 0; s < n_splits; s++) {
+        global const float *ps = p + (size_t)s * (dv + 2);
+        l += ps[dv + 1] > 0.0f ? exp(ps[dv] - mx) * ps[dv + 1] : 0.0f;
+    }
+    const float inv = 1.0f / l;
+    for (int d = lid; d < dv; d += ATT_WGS) {
+        float a = 0.0f;
+        for (int s = 0; s < n_splits; s++) {
+            global const float *ps = p + (size_t)s * (dv + 2);
+            if (ps[dv + 1] > 0.0f)
+                a = mad(exp(ps[dv] - mx), ps[d], a);
+        }
+        out[qrow * (size_t)dv + d] = a * inv;
+    }
+    if (use_x8)
+        head_x8(out + qrow * (size_t)dv, h, t, n_tokens, n_head, dv, x8);
+}
+
 /* gemma2's soft-capping of one attention score; softcap 0 leaves it as it is. */
 static inline float cap_score(const float s, const float softcap) {
     return softcap > 0.0f ? softcap * tanh(s / softcap) : s;
@@ -221,10 +252,11 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     global const float *q, global const uchar *kc, global const uchar *vc, global float *out, const int pos0,
     const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width, const int v_width,
     const float scale, const int window, const int span, global float *part, global uchar *x8, const int use_x8,
-    const float softcap, const int k_q8, const int v_q8) {
+    const float softcap, const int k_q8, const int v_q8, volatile global uint *merge_count, const int merge_count_on) {
     local float ql[ATT_MAX_D];
     local float pl[ATT_WGS];
     local float red[ATT_WGS];
+    local int last;
     const int h = get_group_id(0), split = get_group_id(1), n_splits = get_num_groups(1);
     const int t = get_group_id(2), lid = get_local_id(0);
     const int hk = h / (n_head / n_head_kv);
@@ -309,36 +341,17 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
         mine[dv] = m;
         mine[dv + 1] = l;
     }
+    /* with merge_count_on, the spans' last work-group merges them (merge_count: a counter per
+     * query row); else attention_merge's launch does */
+    if (merge_count_on && arrive_last(merge_count + qrow, 1, n_splits, &last))
+        merge_spans(part, n_splits, n_head, dv, h, t, get_num_groups(2), out, x8, use_x8);
 }
 
-/* The spans of one (head, token): out = sum_s e_s acc_s / sum_s e_s l_s, e_s = exp(m_s - max m).
- * Global size (n_head * ATT_WGS, n_tokens). */
+/* Global size (n_head * ATT_WGS, n_tokens). */
 kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge(
     global const float *part, const int n_splits, const int n_head, const int dv, global float *out,
     global uchar *x8, const int use_x8) {
-    const int h = get_group_id(0), t = get_group_id(1), lid = get_local_id(0);
-    const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
-    global const float *p = part + qrow * (size_t)n_splits * (size_t)(dv + 2);
-    float mx = -INFINITY;
-    for (int s = 0; s < n_splits; s++)
-        mx = fmax(mx, p[(size_t)s * (dv + 2) + dv]);
-    float l = 0.0f;
-    for (int s = 0; s < n_splits; s++) {
-        global const float *ps = p + (size_t)s * (dv + 2);
-        l += ps[dv + 1] > 0.0f ? exp(ps[dv] - mx) * ps[dv + 1] : 0.0f;
-    }
-    const float inv = 1.0f / l;
-    for (int d = lid; d < dv; d += ATT_WGS) {
-        float a = 0.0f;
-        for (int s = 0; s < n_splits; s++) {
-            global const float *ps = p + (size_t)s * (dv + 2);
-            if (ps[dv + 1] > 0.0f)
-                a = mad(exp(ps[dv] - mx), ps[d], a);
-        }
-        out[qrow * (size_t)dv + d] = a * inv;
-    }
-    if (use_x8)
-        head_x8(out + qrow * (size_t)dv, h, t, get_num_groups(1), n_head, dv, x8);
+    merge_spans(part, n_splits, n_head, dv, get_group_id(0), get_group_id(1), get_num_groups(1), out, x8, use_x8);
 }
 
 /* attention_tiled: the same attention for a batch of queries (prefill), one work-group per

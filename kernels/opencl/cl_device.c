@@ -174,6 +174,29 @@ bool tern_cl_ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes
     return true;
 }
 
+cl_mem tern_cl_counters(tern_cl *cl, size_t n) {
+    const size_t bytes = n * sizeof(cl_uint);
+    if (cl->counters_bytes >= bytes)
+        return cl->counters;
+    tern_cl_release(cl, cl->counters, cl->counters_bytes);
+    cl->counters = NULL;
+    cl->counters_bytes = 0;
+    void *zeros = calloc(n, sizeof(cl_uint));
+    tern_error err = {0};
+    tern_status st = zeros ? tern_cl_alloc(cl, bytes, zeros, &cl->counters, &err)
+                           : tern_error_set(&err, TERN_ERR_NOMEM, "out of memory");
+    free(zeros);
+    if (st != TERN_OK) {
+        if (!cl->failed) {
+            cl->failed = TERN_ERR_BACKEND;
+            snprintf(cl->failure, sizeof cl->failure, "%s", err.message);
+        }
+        return NULL;
+    }
+    cl->counters_bytes = bytes;
+    return cl->counters;
+}
+
 tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, void *host, tern_error *err) {
     if (!cl->failed) {
         const double t0 = tern_cl_profile_clock(cl);
@@ -259,12 +282,16 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
     tern_status st = TERN_OK;
     for (size_t i = 0; i < sizeof weight_types / sizeof weight_types[0] && st == TERN_OK; i++) {
         const uint32_t type = weight_types[i];
-        const char *families[5] = {"matvec", "matmul", "dequant", "matvec3", "matvec_glu"};
-        cl_kernel *kernels[5] = {&cl->matvec[type], &cl->matmul[type], &cl->dequant[type],
-                                 &cl->matvec3[type], &cl->matvec_glu[type]};
-        const size_t locals[5] = {(size_t)t->mv_wgs, mm_threads, (size_t)t->ew_wgs, (size_t)t->mv_wgs,
-                                  (size_t)t->mv_wgs};
-        for (int f = 0; f < 5 && st == TERN_OK; f++) {
+        /* [5] is matmul_mma, below */
+        const char *families[7] = {"matvec", "matmul", "dequant", "matvec3", "matvec_glu", NULL, "matvec_res"};
+        cl_kernel *kernels[7] = {&cl->matvec[type],     &cl->matmul[type], &cl->dequant[type],
+                                 &cl->matvec3[type],    &cl->matvec_glu[type], NULL,
+                                 &cl->matvec_res[type]};
+        const size_t locals[7] = {(size_t)t->mv_wgs, mm_threads, (size_t)t->ew_wgs, (size_t)t->mv_wgs,
+                                  (size_t)t->mv_wgs, 0,          (size_t)t->mv_wgs};
+        for (int f = 0; f < 7 && st == TERN_OK; f++) {
+            if (!families[f])
+                continue;
             snprintf(cl->names[f][type], sizeof cl->names[f][type], "%s_%s", families[f],
                      tern_cl_type_suffix(type));
             st = make_kernel(cl, cl->names[f][type], locals[f], kernels[f], err);
@@ -466,7 +493,8 @@ void tern_cl_free(tern_cl *cl) {
     if (cl->queue && cl->api.Finish(cl->queue) == CL_SUCCESS)
         tern_cl_profile_collect(cl);
     tern_cl_profile_log_free(cl);
-    cl_kernel *typed[] = {cl->matvec, cl->matmul, cl->dequant, cl->matvec3, cl->matvec_glu, cl->matmul_mma};
+    cl_kernel *typed[] = {cl->matvec,     cl->matmul,     cl->dequant,   cl->matvec3,
+                          cl->matvec_glu, cl->matmul_mma, cl->matvec_res};
     for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (typed[i][t])
@@ -480,7 +508,9 @@ void tern_cl_free(tern_cl *cl) {
     tern_cl_release(cl, cl->tile, cl->tile_bytes);
     tern_cl_release(cl, cl->ids, cl->ids_bytes);
     tern_cl_release(cl, cl->att_part, cl->att_part_bytes);
-    tern_cl_release(cl, cl->x8, cl->x8_bytes);
+    for (int i = 0; i < 2; i++)
+        tern_cl_release(cl, cl->x8[i], cl->x8_bytes[i]);
+    tern_cl_release(cl, cl->counters, cl->counters_bytes);
     if (cl->program && !cl->attached)
         cl->api.ReleaseProgram(cl->program);
     if (cl->queue)

@@ -69,6 +69,7 @@ typedef struct tern_cl_tunables {
     int att_wgs, att_max_d, att_tq; /* attention.cl */
     int mma;                        /* matmul_mma.cl's MMA: 0 not built, 1 portable, 2 mma.sync */
     int mma_tn, mma_tm, mma_wn, mma_wm;
+    int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */
 } tern_cl_tunables;
 
 /* CLBlastSgemm (clblast_c.h), whose enums are passed as ints: row-major 101, no transpose 111,
@@ -117,10 +118,11 @@ struct tern_cl {
     uint64_t split_bytes; /* weights larger than this are split: max_alloc, or opencl.split_bytes */
 
     cl_kernel matvec[TERN_TYPE_COUNT], matmul[TERN_TYPE_COUNT], dequant[TERN_TYPE_COUNT],
-        matvec3[TERN_TYPE_COUNT], matvec_glu[TERN_TYPE_COUNT], matmul_mma[TERN_TYPE_COUNT];
+        matvec3[TERN_TYPE_COUNT], matvec_glu[TERN_TYPE_COUNT], matmul_mma[TERN_TYPE_COUNT],
+        matvec_res[TERN_TYPE_COUNT];
     /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3, [4] matvec_glu,
-     * [5] matmul_mma (only where MMA is built) */
-    char names[6][TERN_TYPE_COUNT][20];
+     * [5] matmul_mma (only where MMA is built), [6] matvec_res */
+    char names[7][TERN_TYPE_COUNT][20];
     cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
         norm_rope_kv, softcap, quantize_x8, attention_tiled;
     uint64_t launches; /* enqueued kernels (tern_cl_launches) */
@@ -142,13 +144,20 @@ struct tern_cl {
     size_t ids_bytes;
     cl_mem att_part; /* attention spans' partial results, grown on first use */
     size_t att_part_bytes;
-    cl_mem x8; /* decode products' activations rounded to 8 bits (DOT8), grown on first use */
-    size_t x8_bytes;
-    /* x8 holds x8_of (x8_m rows of x8_k) rounded, as long as only products (which read their x)
-     * have launched since: tern_cl_launch forgets it on any other launch (keep_x8 false). */
+    /* decode products' activations rounded to 8 bits (DOT8), grown on first use: two buffers, so
+     * that a product that rounds its own output for the next one (SYNC) reads one and writes the
+     * other */
+    cl_mem x8[2];
+    size_t x8_bytes[2];
+    /* x8[x8_at] holds x8_of (x8_m rows of x8_k) rounded, as long as only products (which read
+     * their x) have launched since: tern_cl_launch forgets it on any other launch (keep_x8
+     * false). tern_cl_x8_for hands out the other buffer (x8_next) while one holds something. */
     cl_mem x8_of;
     int64_t x8_m, x8_k;
+    int x8_at, x8_next;
     bool keep_x8;
+    cl_mem counters; /* arrive_last's counters (SYNC), zeroed, grown on first use */
+    size_t counters_bytes;
 
     int64_t fail_after;       /* opencl.fail_after: launches until an injected failure (tests), 0 = never */
     tern_cl_profile *profile; /* with opencl.profile, else NULL */
@@ -192,6 +201,9 @@ bool tern_cl_ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes
  * takes the prefill path, or width is not a multiple of 32. After its launch, tern_cl_x8_holds
  * records what x8 holds. */
 cl_mem tern_cl_x8_for(tern_cl *cl, int64_t width, int64_t n_rows);
+/* A buffer of at least n zeroed counters for arrive_last (common.cl), which leaves them zero;
+ * NULL, with the failure remembered, when the device cannot allocate it. */
+cl_mem tern_cl_counters(tern_cl *cl, size_t n);
 void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows);
 
 /* Sets the arguments and enqueues `kernel` (named `name` in failure messages and the profile)

@@ -119,19 +119,22 @@ static size_t x8_bytes(int64_t width, int64_t n_rows) {
 }
 
 cl_mem tern_cl_x8_for(tern_cl *cl, int64_t width, int64_t n_rows) {
+    const int i = cl->x8_of ? 1 - cl->x8_at : cl->x8_at; /* never the one a product may be reading */
     if (cl->tune.dot8 == 0 || n_rows >= cl->gemm_min_m || width % 32 != 0 ||
-        !tern_cl_ensure_scratch(cl, &cl->x8, &cl->x8_bytes, x8_bytes(width, n_rows)))
+        !tern_cl_ensure_scratch(cl, &cl->x8[i], &cl->x8_bytes[i], x8_bytes(width, n_rows)))
         return NULL;
-    return cl->x8;
+    cl->x8_next = i;
+    return cl->x8[i];
 }
 
 void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows) {
     cl->x8_of = x;
     cl->x8_k = width;
     cl->x8_m = n_rows;
+    cl->x8_at = cl->x8_next;
 }
 
-/* The activations a decode product over w reads: x itself, or x rounded to 8 bits in cl->x8
+/* The activations a decode product over w reads: x itself, or x rounded to 8 bits in cl->x8[]
  * when the products are int8 and w is quantized (matvec.cl's sums_x8): rounded by the norm
  * that wrote x, or by a product before this one over the same x, or else now. */
 static cl_mem product_input(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m) {
@@ -139,7 +142,7 @@ static cl_mem product_input(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int6
     if (cl->tune.dot8 == 0 || t == TERN_TYPE_F32 || t == TERN_TYPE_F16 || t == TERN_TYPE_BF16)
         return x;
     if (cl->x8_of == x && cl->x8_m == m && cl->x8_k == w->k)
-        return cl->x8;
+        return cl->x8[cl->x8_at];
     cl_mem x8 = tern_cl_x8_for(cl, w->k, m);
     if (!x8)
         return x; /* the scratch failed: the failure is remembered and nothing more runs */
@@ -265,6 +268,10 @@ void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_m
     const cl_ulong row_bytes = gate->row_bytes;
     const cl_int rows = (cl_int)gate->n_rows, k = (cl_int)gate->k, g = gelu;
     const cl_mem xv = product_input(cl, gate, x, 1);
+    /* with SYNC, out also rounded for the down product by the blocks' last work-groups */
+    cl_mem x8 = t->sync ? tern_cl_x8_for(cl, rows, 1) : NULL;
+    cl_mem counters = x8 ? tern_cl_counters(cl, (size_t)rows / 32) : NULL;
+    const cl_int use_x8 = counters != NULL;
     const tern_cl_arg args[] = {TERN_CL_ARG(gate->parts[0].mem),
                                 TERN_CL_ARG(up->parts[0].mem),
                                 TERN_CL_ARG(row_bytes),
@@ -272,11 +279,46 @@ void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_m
                                 TERN_CL_ARG(k),
                                 TERN_CL_ARG(xv),
                                 TERN_CL_ARG(out),
-                                TERN_CL_ARG(g)};
+                                TERN_CL_ARG(g),
+                                TERN_CL_ARG(x8),
+                                TERN_CL_ARG(use_x8),
+                                TERN_CL_ARG(counters)};
     const size_t global[1] = {(size_t)((rows + t->mv_rows - 1) / t->mv_rows) * (size_t)t->mv_wgs};
     const size_t local[1] = {(size_t)t->mv_wgs};
-    product_launch(cl, cl->matvec_glu[gate->type], cl->names[4][gate->type], 8, args, 1, global, local,
+    product_launch(cl, cl->matvec_glu[gate->type], cl->names[4][gate->type], 11, args, 1, global, local,
                    2 * (uint64_t)rows * gate->row_bytes + (uint64_t)(k + rows) * 4);
+    if (use_x8)
+        tern_cl_x8_holds(cl, out, rows, 1);
+}
+
+void tern_cl_matmul_residual(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, cl_mem t, cl_mem bw, float scale,
+                             cl_mem y, cl_mem nw, float eps, cl_mem out) {
+    cl_mem counter = cl->tune.sync && w->n_parts == 1 && w->k % 32 == 0 ? tern_cl_counters(cl, 1) : NULL;
+    if (!counter) {
+        tern_cl_matmul(cl, w, x, 1, t);
+        tern_cl_add_rmsnorm(cl, t, bw, scale, y, nw, w->n_rows, 1, eps, out);
+        return;
+    }
+    const tern_cl_tunables *tu = &cl->tune;
+    const cl_mem xv = product_input(cl, w, x, 1);
+    cl_mem x8 = tern_cl_x8_for(cl, w->n_rows, 1); /* the other buffer than xv's */
+    const cl_int use_x8 = x8 != NULL, use_bw = bw != NULL, rows = (cl_int)w->n_rows, k = (cl_int)w->k;
+    const cl_ulong row_bytes = w->row_bytes;
+    const tern_cl_arg args[] = {TERN_CL_ARG(w->parts[0].mem), TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows),
+                                TERN_CL_ARG(k),               TERN_CL_ARG(xv),        TERN_CL_ARG(t),
+                                TERN_CL_ARG(counter),         TERN_CL_ARG(y),         TERN_CL_ARG(nw),
+                                TERN_CL_ARG(eps),             TERN_CL_ARG(out),       TERN_CL_ARG(x8),
+                                TERN_CL_ARG(use_x8),          TERN_CL_ARG(scale),     TERN_CL_ARG(bw),
+                                TERN_CL_ARG(use_bw)};
+    const size_t global[1] = {(size_t)((rows + tu->mv_rows - 1) / tu->mv_rows) * (size_t)tu->mv_wgs};
+    const size_t local[1] = {(size_t)tu->mv_wgs};
+    /* a product's launch (it reads xv), though it writes y and out: x8_of is not any of them */
+    product_launch(cl, cl->matvec_res[w->type], cl->names[6][w->type], 16, args, 1, global, local,
+                   (uint64_t)rows * w->row_bytes + (uint64_t)(k + 5 * rows) * 4);
+    if (use_x8)
+        tern_cl_x8_holds(cl, out, rows, 1);
+    else if (cl->x8_of == y || cl->x8_of == out)
+        cl->x8_of = NULL;
 }
 
 void tern_cl_get_rows(tern_cl *cl, const tern_cl_matrix *w, const int32_t *rows, int64_t n, float scale,

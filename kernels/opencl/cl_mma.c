@@ -193,8 +193,8 @@ static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
     p->queue = NULL;
     p->program = NULL;
     p->matmul[TERN_TYPE_Q4_K] = p->matmul_mma[TERN_TYPE_Q4_K] = NULL;
-    p->tile = p->ids = p->att_part = p->x8 = p->x8_of = NULL;
-    p->tile_bytes = p->ids_bytes = p->att_part_bytes = p->x8_bytes = 0;
+    p->tile = p->ids = p->att_part = p->x8[0] = p->x8[1] = p->x8_of = p->counters = NULL;
+    p->tile_bytes = p->ids_bytes = p->att_part_bytes = p->x8_bytes[0] = p->x8_bytes[1] = p->counters_bytes = 0;
     p->bytes = 0;
     p->profile = NULL;
     p->failed = TERN_OK;

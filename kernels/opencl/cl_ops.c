@@ -146,16 +146,21 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
                  vw = (cl_int)s->v_width, win = (cl_int)s->window, ns = n_splits;
     const float scale = s->scale, cap = s->softcap;
     const cl_int kq = s->k_q8, vq = s->v_q8;
+    /* with SYNC the spans' last work-group merges them: a counter per query row */
+    cl_mem counters =
+        n_splits > 1 && cl->tune.sync ? tern_cl_counters(cl, (size_t)(s->n_head * s->n_tokens)) : NULL;
+    const cl_int merge_here = counters != NULL;
     const tern_cl_arg args[] = {TERN_CL_ARG(q),  TERN_CL_ARG(kc), TERN_CL_ARG(vc),  TERN_CL_ARG(out),
                                 TERN_CL_ARG(p0), TERN_CL_ARG(nh), TERN_CL_ARG(nkv), TERN_CL_ARG(dk),
                                 TERN_CL_ARG(dv), TERN_CL_ARG(kw), TERN_CL_ARG(vw),  TERN_CL_ARG(scale),
                                 TERN_CL_ARG(win), TERN_CL_ARG(span), TERN_CL_ARG(part), TERN_CL_ARG(x8),
-                                TERN_CL_ARG(use_x8), TERN_CL_ARG(cap), TERN_CL_ARG(kq), TERN_CL_ARG(vq)};
+                                TERN_CL_ARG(use_x8), TERN_CL_ARG(cap), TERN_CL_ARG(kq), TERN_CL_ARG(vq),
+                                TERN_CL_ARG(counters), TERN_CL_ARG(merge_here)};
     const size_t global[3] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)n_splits, (size_t)s->n_tokens};
     const size_t local[3] = {(size_t)cl->tune.att_wgs, 1, 1};
-    tern_cl_launch(cl, cl->attention, "attention", 20, args, 3, global, local,
+    tern_cl_launch(cl, cl->attention, "attention", 22, args, 3, global, local,
                    (uint64_t)(s->n_tokens * keys * (s->k_width + s->v_width)) * 2 / (uint64_t)(s->n_head / s->n_head_kv));
-    if (n_splits > 1) {
+    if (n_splits > 1 && !merge_here) {
         const tern_cl_arg margs[] = {TERN_CL_ARG(part), TERN_CL_ARG(ns), TERN_CL_ARG(nh),    TERN_CL_ARG(dv),
                                      TERN_CL_ARG(out),  TERN_CL_ARG(x8), TERN_CL_ARG(use_x8)};
         const size_t mglobal[2] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)s->n_tokens};

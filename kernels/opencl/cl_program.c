@@ -141,6 +141,10 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         {"MMA_TM", &t->mma_tm, 64, false, 8, BIG},
         {"MMA_WN", &t->mma_wn, 32, false, 16, BIG},
         {"MMA_WM", &t->mma_wm, 32, false, 8, BIG},
+        /* the last work-group runs the next op (common.cl): with PTX's fence on NVIDIA, with
+         * mem_fence on CPU devices (PoCL, where the tests run); other GPUs keep separate launches
+         * until measured there */
+        {"SYNC", &t->sync, nv ? 2 : cl->info.is_gpu ? 0 : 1, false, 0, 2},
     };
     size_t used = 0;
     defines[0] = '\0';

@@ -422,3 +422,46 @@ static inline float group_max(float v, local float *red, const int n) {
     barrier(CLK_LOCAL_MEM_FENCE);
     return r;
 }
+
+/* ---- the last work-group of a launch ----
+ * A decode step whose next op needs the whole output of this one (a norm over a product's rows,
+ * the merge of attention's spans, a block of 32 values from several groups' rows) can run that op
+ * in the work-group that finishes last, instead of in a launch of its own: each group, its stores
+ * done, counts itself in at a counter; the one that completes the count sees every other group's
+ * stores and goes on. Nothing waits for another group, so any schedule finishes. The last one
+ * sets the counter back to 0 for the next launch (counters start at 0: host, tern_cl_counters).
+ * SYNC (a tunable): 0 not used (the host launches the next op itself), 1 OpenCL's mem_fence, 2
+ * PTX's device-scope acquire-release fence (NVIDIA, where mem_fence orders only within the
+ * work-item's view: the PTX memory model's pattern for a release by one CTA and an acquire by
+ * another). */
+#ifndef SYNC
+#define SYNC 0
+#endif
+
+static inline void device_fence(void) {
+#if SYNC == 2
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#else
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+#endif
+}
+
+/* Adds `count` to *counter for this work-group, after every work-item's stores; true, in every
+ * work-item of the group, when that made it reach `total`: the caller's group is the last and
+ * every counted group's stores are visible to it. `flag`: one int of local memory. */
+static inline bool arrive_last(volatile global uint *counter, const uint count, const uint total, local int *flag) {
+    device_fence();
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0) {
+        const uint before = atomic_add(counter, count);
+        const int last = before + count == total;
+        if (last)
+            *counter = 0;
+        *flag = last;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const bool last = *flag != 0;
+    if (last)
+        device_fence();
+    return last;
+}

@@ -188,56 +188,6 @@ static inline void matvec(const int type, global const uchar *w, const ulong row
         y[(size_t)get_group_id(1) * (size_t)y_stride + row0 + lid] = red[lid * MV_WGS];
 }
 
-/* matvec_glu_<type>: out = act(w_gate x) * (w_up x) for one token, the gated FFN's two products
- * and its activation in one launch (the two outputs never reach memory). */
-
-/* matvec3_<type>: up to three matrices of one type and row length against the same x, one token
- * (q, k and v; gate and up): one launch instead of three. Work-groups take the rows of w0, then
- * w1, then w2; global size (sum of ceil(rows_i / MV_ROWS)) * MV_WGS. */
-#define MATVEC_KERNEL(name, type)                                                                          \
-    kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_##name(                          \
-        global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x, \
-        global float *y, const int y_stride, const int y_offset) {                                           \
-        local float red[MV_ROWS * MV_WGS];                                                                   \
-        matvec(type, w, row_bytes, n_rows, k, x, y + y_offset, y_stride, red, get_group_id(0));             \
-    }                                                                                                        \
-    kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec3_##name(                         \
-        global const uchar *w0, global const uchar *w1, global const uchar *w2, const ulong row_bytes,       \
-        const int rows0, const int rows1, const int rows2, const int k, global const float *x,               \
-        global float *y0, global float *y1, global float *y2) {                                              \
-        local float red[MV_ROWS * MV_WGS];                                                                   \
-        const int g = get_group_id(0), g0 = (rows0 + MV_ROWS - 1) / MV_ROWS;                                 \
-        const int g1 = (rows1 + MV_ROWS - 1) / MV_ROWS;                                                      \
-        /* the matrix is picked first and matvec called once, outside any branch: its barriers \
-         * must be reached by every work-item of the group (PoCL miscompiled the branchy form) */ \
-        const int which = g < g0 ? 0 : g < g0 + g1 ? 1 : 2;                                                  \
-        matvec(type, which == 0 ? w0 : which == 1 ? w1 : w2, row_bytes,                                      \
-               which == 0 ? rows0 : which == 1 ? rows1 : rows2, k, x, which == 0 ? y0 : which == 1 ? y1 : y2, \
-               0, red, which == 0 ? g : which == 1 ? g - g0 : g - g0 - g1);                                  \
-    }                                                                                                        \
-    kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_glu_##name(                      \
-        global const uchar *w_gate, global const uchar *w_up, const ulong row_bytes, const int n_rows,       \
-        const int k, global const float *x, global float *out, const int gelu) {                             \
-        local float red_gate[MV_ROWS * MV_WGS], red_up[MV_ROWS * MV_WGS];                                    \
-        matvec_sums(type, w_gate, row_bytes, n_rows, k, x, red_gate, get_group_id(0));                       \
-        matvec_sums(type, w_up, row_bytes, n_rows, k, x, red_up, get_group_id(0));                           \
-        const int lid = get_local_id(0), row = get_group_id(0) * MV_ROWS + lid;                              \
-        if (lid < MV_ROWS && row < n_rows)                                                                   \
-            out[row] = glu_act(red_gate[lid * MV_WGS], red_up[lid * MV_WGS], gelu);                          \
-    }
-
-MATVEC_KERNEL(f32, T_F32)
-MATVEC_KERNEL(f16, T_F16)
-MATVEC_KERNEL(bf16, T_BF16)
-MATVEC_KERNEL(q4_0, T_Q4_0)
-MATVEC_KERNEL(q4_1, T_Q4_1)
-MATVEC_KERNEL(q5_0, T_Q5_0)
-MATVEC_KERNEL(q5_1, T_Q5_1)
-MATVEC_KERNEL(q8_0, T_Q8_0)
-MATVEC_KERNEL(q4_k, T_Q4_K)
-MATVEC_KERNEL(q5_k, T_Q5_K)
-MATVEC_KERNEL(q6_k, T_Q6_K)
-
 /* Block b (32 floats at src + 32 b) of a row rounded to 8 bits as quant/'s Q8_0 rounds it (d =
  * max |x| / 127, stored as f16; levels round(x / d), saturated): its levels at levels + 32 b and
  * its scale at scales[b]. quantize_x8 and the norms' fused output (ops.cl) share it, so both give
@@ -268,6 +218,73 @@ static inline void group_x8(global const float *src, const int n, global uchar *
     for (int b = get_local_id(0); b < n / 32; b += get_local_size(0))
         quantize_block32(src, b, levels, scales);
 }
+
+/* matvec_glu_<type>: out = act(w_gate x) * (w_up x) for one token, the gated FFN's two products
+ * and its activation in one launch (the two outputs never reach memory). With use_x8 (SYNC, DOT8,
+ * n_rows a multiple of 32) out is also rounded to 8 bits into x8 for the down product: a block
+ * of 32 outputs comes from several work-groups, and the last of them to count its rows in at
+ * the block's counter (block_count, one per block) rounds it (arrive_last). */
+static inline void glu_block_x8(global const float *out, const int n_rows, global uchar *x8,
+                                volatile global uint *block_count, local int *flag) {
+    const int row0 = get_group_id(0) * MV_ROWS, row1 = min(row0 + MV_ROWS, n_rows);
+    for (int b = row0 / 32; b <= (row1 - 1) / 32; b++) {
+        const int mine = min(row1, 32 * b + 32) - max(row0, 32 * b);
+        if (arrive_last(block_count + b, mine, min(32, n_rows - 32 * b), flag) && get_local_id(0) == 0)
+            quantize_block32(out, b, x8, (global half *)(x8 + n_rows));
+    }
+}
+
+
+/* matvec3_<type>: up to three matrices of one type and row length against the same x, one token
+ * (q, k and v; gate and up): one launch instead of three. Work-groups take the rows of w0, then
+ * w1, then w2; global size (sum of ceil(rows_i / MV_ROWS)) * MV_WGS. */
+#define MATVEC_KERNEL(name, type)                                                                          \
+    kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_##name(                          \
+        global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x, \
+        global float *y, const int y_stride, const int y_offset) {                                           \
+        local float red[MV_ROWS * MV_WGS];                                                                   \
+        matvec(type, w, row_bytes, n_rows, k, x, y + y_offset, y_stride, red, get_group_id(0));             \
+    }                                                                                                        \
+    kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec3_##name(                         \
+        global const uchar *w0, global const uchar *w1, global const uchar *w2, const ulong row_bytes,       \
+        const int rows0, const int rows1, const int rows2, const int k, global const float *x,               \
+        global float *y0, global float *y1, global float *y2) {                                              \
+        local float red[MV_ROWS * MV_WGS];                                                                   \
+        const int g = get_group_id(0), g0 = (rows0 + MV_ROWS - 1) / MV_ROWS;                                 \
+        const int g1 = (rows1 + MV_ROWS - 1) / MV_ROWS;                                                      \
+        /* the matrix is picked first and matvec called once, outside any branch: its barriers \
+         * must be reached by every work-item of the group (PoCL miscompiled the branchy form) */ \
+        const int which = g < g0 ? 0 : g < g0 + g1 ? 1 : 2;                                                  \
+        matvec(type, which == 0 ? w0 : which == 1 ? w1 : w2, row_bytes,                                      \
+               which == 0 ? rows0 : which == 1 ? rows1 : rows2, k, x, which == 0 ? y0 : which == 1 ? y1 : y2, \
+               0, red, which == 0 ? g : which == 1 ? g - g0 : g - g0 - g1);                                  \
+    }                                                                                                        \
+    kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_glu_##name(                      \
+        global const uchar *w_gate, global const uchar *w_up, const ulong row_bytes, const int n_rows,       \
+        const int k, global const float *x, global float *out, const int gelu, global uchar *x8,             \
+        const int use_x8, volatile global uint *block_count) {                                               \
+        local float red_gate[MV_ROWS * MV_WGS], red_up[MV_ROWS * MV_WGS];                                    \
+        local int flag;                                                                                      \
+        matvec_sums(type, w_gate, row_bytes, n_rows, k, x, red_gate, get_group_id(0));                       \
+        matvec_sums(type, w_up, row_bytes, n_rows, k, x, red_up, get_group_id(0));                           \
+        const int lid = get_local_id(0), row = get_group_id(0) * MV_ROWS + lid;                              \
+        if (lid < MV_ROWS && row < n_rows)                                                                   \
+            out[row] = glu_act(red_gate[lid * MV_WGS], red_up[lid * MV_WGS], gelu);                          \
+        if (use_x8)                                                                                          \
+            glu_block_x8(out, n_rows, x8, block_count, &flag);                                               \
+    }
+
+MATVEC_KERNEL(f32, T_F32)
+MATVEC_KERNEL(f16, T_F16)
+MATVEC_KERNEL(bf16, T_BF16)
+MATVEC_KERNEL(q4_0, T_Q4_0)
+MATVEC_KERNEL(q4_1, T_Q4_1)
+MATVEC_KERNEL(q5_0, T_Q5_0)
+MATVEC_KERNEL(q5_1, T_Q5_1)
+MATVEC_KERNEL(q8_0, T_Q8_0)
+MATVEC_KERNEL(q4_k, T_Q4_K)
+MATVEC_KERNEL(q5_k, T_Q5_K)
+MATVEC_KERNEL(q6_k, T_Q6_K)
 
 /* quantize_x8: x (m rows of k floats, k a multiple of 32) rounded to 8 bits per block of 32
  * (quantize_block32) into out: the m * k levels, then the m * k / 32 scales. Global size

@@ -18,25 +18,25 @@
  * work-item reads float4s (every model's width is a multiple of 4; a scalar loop takes the rest),
  * four of them per iteration with all four loads issued first: a 4096-wide row is one iteration
  * of NORM_WGS = 256 work-items, one round trip to memory instead of sixteen. */
-static inline float sum_squares(global const float *x, const int n) {
+static inline float sum_squares(global const float *x, const int n, const int wgs) {
     const int lid = get_local_id(0), n4 = n / 4;
     float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
     int i = lid;
-    for (; i + 3 * NORM_WGS < n4; i += 4 * NORM_WGS) {
-        const float4 v0 = vload4(i, x), v1 = vload4(i + NORM_WGS, x), v2 = vload4(i + 2 * NORM_WGS, x),
-                     v3 = vload4(i + 3 * NORM_WGS, x);
+    for (; i + 3 * wgs < n4; i += 4 * wgs) {
+        const float4 v0 = vload4(i, x), v1 = vload4(i + wgs, x), v2 = vload4(i + 2 * wgs, x),
+                     v3 = vload4(i + 3 * wgs, x);
         a0 = mad(v0, v0, a0);
         a1 = mad(v1, v1, a1);
         a2 = mad(v2, v2, a2);
         a3 = mad(v3, v3, a3);
     }
-    for (; i < n4; i += NORM_WGS) {
+    for (; i < n4; i += wgs) {
         const float4 v = vload4(i, x);
         a0 = mad(v, v, a0);
     }
     const float4 acc = (a0 + a1) + (a2 + a3);
     float s = (acc.x + acc.y) + (acc.z + acc.w);
-    for (int j = 4 * n4 + lid; j < n; j += NORM_WGS)
+    for (int j = 4 * n4 + lid; j < n; j += wgs)
         s = mad(x[j], x[j], s);
     return s;
 }
@@ -44,22 +44,22 @@ static inline float sum_squares(global const float *x, const int n) {
 /* y = x * scale * w; each work-item touches the elements sum_squares gave it (x may equal y),
  * loading four float4s before storing any. */
 static inline void scale_row(global const float *x, global const float *w, const float scale, const int n,
-                             global float *y) {
+                             global float *y, const int wgs) {
     const int lid = get_local_id(0), n4 = n / 4;
     int i = lid;
-    for (; i + 3 * NORM_WGS < n4; i += 4 * NORM_WGS) {
-        const float4 x0 = vload4(i, x), x1 = vload4(i + NORM_WGS, x), x2 = vload4(i + 2 * NORM_WGS, x),
-                     x3 = vload4(i + 3 * NORM_WGS, x);
-        const float4 w0 = vload4(i, w), w1 = vload4(i + NORM_WGS, w), w2 = vload4(i + 2 * NORM_WGS, w),
-                     w3 = vload4(i + 3 * NORM_WGS, w);
+    for (; i + 3 * wgs < n4; i += 4 * wgs) {
+        const float4 x0 = vload4(i, x), x1 = vload4(i + wgs, x), x2 = vload4(i + 2 * wgs, x),
+                     x3 = vload4(i + 3 * wgs, x);
+        const float4 w0 = vload4(i, w), w1 = vload4(i + wgs, w), w2 = vload4(i + 2 * wgs, w),
+                     w3 = vload4(i + 3 * wgs, w);
         vstore4(x0 * scale * w0, i, y);
-        vstore4(x1 * scale * w1, i + NORM_WGS, y);
-        vstore4(x2 * scale * w2, i + 2 * NORM_WGS, y);
-        vstore4(x3 * scale * w3, i + 3 * NORM_WGS, y);
+        vstore4(x1 * scale * w1, i + wgs, y);
+        vstore4(x2 * scale * w2, i + 2 * wgs, y);
+        vstore4(x3 * scale * w3, i + 3 * wgs, y);
     }
-    for (; i < n4; i += NORM_WGS)
+    for (; i < n4; i += wgs)
         vstore4(vload4(i, x) * scale * vload4(i, w), i, y);
-    for (int j = 4 * n4 + lid; j < n; j += NORM_WGS)
+    for (int j = 4 * n4 + lid; j < n; j += wgs)
         y[j] = x[j] * scale * w[j];
 }
 
@@ -76,8 +76,8 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void rmsnorm(
     const int use_x8) {
     local float red[NORM_WGS];
     const size_t base = (size_t)get_group_id(0) * (size_t)n;
-    const float scale = 1.0f / sqrt(group_sum(sum_squares(x + base, n), red, NORM_WGS) / (float)n + eps);
-    scale_row(x + base, w, scale, n, y + base);
+    const float scale = 1.0f / sqrt(group_sum(sum_squares(x + base, n, NORM_WGS), red, NORM_WGS) / (float)n + eps);
+    scale_row(x + base, w, scale, n, y + base, NORM_WGS);
     if (use_x8)
         norm_x8(y + base, n, x8);
 }
@@ -89,50 +89,57 @@ static inline float4 branch4(global const float *restrict t, global const float 
     return use_bw ? v * bs * vload4(i, bw) : v;
 }
 
-/* y += ts * t', then out = rmsnorm(y) * w, per row: the residual add (ts: granite's residual scale,
- * else 1, where the product is exact) and the norm that always follows it in the forward pass,
- * in one launch; t' is t, or with use_bw rmsnorm(t) * bw (gemma2's post-norm of the branch). The
+/* y += ts * t', then out = rmsnorm(y) * w, for one row of n: the residual add (ts: granite's
+ * residual scale, else 1, where the product is exact) and the norm that always follows it in the
+ * forward pass; t' is t, or with use_bw rmsnorm(t) * bw (gemma2's post-norm of the branch). The
  * same f32 operations as rmsnorm, add then rmsnorm. y and t are distinct buffers (restrict: the
- * loads of t need not wait for the stores to y). */
-kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
-    global float *restrict y, global const float *restrict t, global const float *w, const int n, const float eps,
-    global float *out, global uchar *x8, const int use_x8, const float ts, global const float *bw, const int use_bw) {
-    local float red[NORM_WGS];
+ * loads of t need not wait for the stores to y). Run by a work-group of wgs work-items (red holds
+ * wgs floats): the add_rmsnorm kernel, and the last group of a product whose output is t
+ * (fused.cl). */
+static inline void add_rmsnorm_row(global float *restrict y, global const float *restrict t, global const float *w,
+                                   const int n, const float eps, global float *out, const float ts,
+                                   global const float *bw, const int use_bw, local float *red, const int wgs) {
     const int lid = get_local_id(0), n4 = n / 4;
-    const size_t base = (size_t)get_group_id(0) * (size_t)n;
-    y += base;
-    t += base;
-    const float bs = use_bw ? 1.0f / sqrt(group_sum(sum_squares(t, n), red, NORM_WGS) / (float)n + eps) : 1.0f;
+    const float bs = use_bw ? 1.0f / sqrt(group_sum(sum_squares(t, n, wgs), red, wgs) / (float)n + eps) : 1.0f;
     float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
     int i = lid;
-    for (; i + 3 * NORM_WGS < n4; i += 4 * NORM_WGS) { /* four rows' loads first, as in sum_squares */
+    for (; i + 3 * wgs < n4; i += 4 * wgs) { /* four rows' loads first, as in sum_squares */
         const float4 v0 = vload4(i, y) + ts * branch4(t, bw, i, bs, use_bw);
-        const float4 v1 = vload4(i + NORM_WGS, y) + ts * branch4(t, bw, i + NORM_WGS, bs, use_bw);
-        const float4 v2 = vload4(i + 2 * NORM_WGS, y) + ts * branch4(t, bw, i + 2 * NORM_WGS, bs, use_bw);
-        const float4 v3 = vload4(i + 3 * NORM_WGS, y) + ts * branch4(t, bw, i + 3 * NORM_WGS, bs, use_bw);
+        const float4 v1 = vload4(i + wgs, y) + ts * branch4(t, bw, i + wgs, bs, use_bw);
+        const float4 v2 = vload4(i + 2 * wgs, y) + ts * branch4(t, bw, i + 2 * wgs, bs, use_bw);
+        const float4 v3 = vload4(i + 3 * wgs, y) + ts * branch4(t, bw, i + 3 * wgs, bs, use_bw);
         vstore4(v0, i, y);
-        vstore4(v1, i + NORM_WGS, y);
-        vstore4(v2, i + 2 * NORM_WGS, y);
-        vstore4(v3, i + 3 * NORM_WGS, y);
+        vstore4(v1, i + wgs, y);
+        vstore4(v2, i + 2 * wgs, y);
+        vstore4(v3, i + 3 * wgs, y);
         a0 = mad(v0, v0, a0);
         a1 = mad(v1, v1, a1);
         a2 = mad(v2, v2, a2);
         a3 = mad(v3, v3, a3);
     }
-    for (; i < n4; i += NORM_WGS) {
+    for (; i < n4; i += wgs) {
         const float4 v = vload4(i, y) + ts * branch4(t, bw, i, bs, use_bw);
         vstore4(v, i, y);
         a0 = mad(v, v, a0);
     }
     const float4 acc = (a0 + a1) + (a2 + a3);
     float s = (acc.x + acc.y) + (acc.z + acc.w);
-    for (int j = 4 * n4 + lid; j < n; j += NORM_WGS) {
+    for (int j = 4 * n4 + lid; j < n; j += wgs) {
         const float v = y[j] + ts * (use_bw ? t[j] * bs * bw[j] : t[j]);
         y[j] = v;
         s = mad(v, v, s);
     }
-    const float scale = 1.0f / sqrt(group_sum(s, red, NORM_WGS) / (float)n + eps);
-    scale_row(y, w, scale, n, out + base); /* each work-item reads back only what it wrote */
+    const float scale = 1.0f / sqrt(group_sum(s, red, wgs) / (float)n + eps);
+    scale_row(y, w, scale, n, out, wgs); /* each work-item reads back only what it wrote */
+}
+
+/* add_rmsnorm_row per row, one work-group of NORM_WGS per row. */
+kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
+    global float *restrict y, global const float *restrict t, global const float *w, const int n, const float eps,
+    global float *out, global uchar *x8, const int use_x8, const float ts, global const float *bw, const int use_bw) {
+    local float red[NORM_WGS];
+    const size_t base = (size_t)get_group_id(0) * (size_t)n;
+    add_rmsnorm_row(y + base, t + base, w, n, eps, out + base, ts, bw, use_bw, red, NORM_WGS);
     if (use_x8)
         norm_x8(out + base, n, x8);
 }
