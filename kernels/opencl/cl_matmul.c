@@ -293,7 +293,9 @@ void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_m
 
 void tern_cl_matmul_residual(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, cl_mem t, cl_mem bw, float scale,
                              cl_mem y, cl_mem nw, float eps, cl_mem out) {
-    cl_mem counter = cl->tune.sync && w->n_parts == 1 && w->k % 32 == 0 ? tern_cl_counters(cl, 1) : NULL;
+    cl_mem counter = cl->tune.sync && w->n_parts == 1 && w->k % 32 == 0 && w->n_rows <= cl->tune.res_max
+                         ? tern_cl_counters(cl, 1)
+                         : NULL;
     if (!counter) {
         tern_cl_matmul(cl, w, x, 1, t);
         tern_cl_add_rmsnorm(cl, t, bw, scale, y, nw, w->n_rows, 1, eps, out);

@@ -145,6 +145,9 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
          * mem_fence on CPU devices (PoCL, where the tests run); other GPUs keep separate launches
          * until measured there */
         {"SYNC", &t->sync, nv ? 2 : cl->info.is_gpu ? 0 : 1, false, 0, 2},
+        /* matvec_res's last group walks the whole residual alone: at 4096 wide it took ~8 us on an
+         * H200, more than the add_rmsnorm launch it saves; at 2048 it wins (docs/benchmarks.md) */
+        {"RES_MAX", &t->res_max, nv ? 2048 : BIG, false, 0, BIG},
     };
     size_t used = 0;
     defines[0] = '\0';
