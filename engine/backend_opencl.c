@@ -263,9 +263,10 @@ static void ocl_matmul_residual(tern_backend *be, const tern_weight *w, const te
         tern_be_generic_matmul_residual(be, w, x, m, branch, p, h, out);
         return;
     }
-    tern_cl_matmul_residual(ocl(be)->cl, w->m, x->mem, branch->mem,
-                            p->branch_norm ? p->branch_norm->m->parts[0].mem : NULL, p->scale, h->mem,
-                            p->next_norm->m->parts[0].mem, p->eps, out->mem);
+    if (!tern_cl_matmul_residual(ocl(be)->cl, w->m, x->mem, branch->mem,
+                                 p->branch_norm ? p->branch_norm->m->parts[0].mem : NULL, p->scale, h->mem,
+                                 p->next_norm->m->parts[0].mem, p->eps, out->mem))
+        tern_be_generic_matmul_residual(be, w, x, m, branch, p, h, out);
 }
 
 /* The table for p's parameters, computed up to position `need` (at least). */

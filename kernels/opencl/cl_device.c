@@ -197,6 +197,26 @@ cl_mem tern_cl_counters(tern_cl *cl, size_t n) {
     return cl->counters;
 }
 
+static size_t x8_bytes(int64_t width, int64_t n_rows) {
+    return (size_t)(n_rows * width) + (size_t)(n_rows * (width / 32)) * 2;
+}
+
+cl_mem tern_cl_x8_for(tern_cl *cl, int64_t width, int64_t n_rows) {
+    const int i = cl->x8_of ? 1 - cl->x8_at : cl->x8_at; /* never the one a product may be reading */
+    if (cl->tune.dot8 == 0 || n_rows >= cl->gemm_min_m || width % 32 != 0 ||
+        !tern_cl_ensure_scratch(cl, &cl->x8[i], &cl->x8_bytes[i], x8_bytes(width, n_rows)))
+        return NULL;
+    cl->x8_next = i;
+    return cl->x8[i];
+}
+
+void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows) {
+    cl->x8_of = x;
+    cl->x8_k = width;
+    cl->x8_m = n_rows;
+    cl->x8_at = cl->x8_next;
+}
+
 tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, void *host, tern_error *err) {
     if (!cl->failed) {
         const double t0 = tern_cl_profile_clock(cl);

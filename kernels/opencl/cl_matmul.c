@@ -114,26 +114,6 @@ void tern_cl_quantize_x8(tern_cl *cl, cl_mem x, int64_t m, int64_t k, cl_mem out
     tern_cl_launch(cl, cl->quantize_x8, "quantize_x8", 3, args, 2, global, local, (uint64_t)(m * k) * 5);
 }
 
-static size_t x8_bytes(int64_t width, int64_t n_rows) {
-    return (size_t)(n_rows * width) + (size_t)(n_rows * (width / 32)) * 2;
-}
-
-cl_mem tern_cl_x8_for(tern_cl *cl, int64_t width, int64_t n_rows) {
-    const int i = cl->x8_of ? 1 - cl->x8_at : cl->x8_at; /* never the one a product may be reading */
-    if (cl->tune.dot8 == 0 || n_rows >= cl->gemm_min_m || width % 32 != 0 ||
-        !tern_cl_ensure_scratch(cl, &cl->x8[i], &cl->x8_bytes[i], x8_bytes(width, n_rows)))
-        return NULL;
-    cl->x8_next = i;
-    return cl->x8[i];
-}
-
-void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows) {
-    cl->x8_of = x;
-    cl->x8_k = width;
-    cl->x8_m = n_rows;
-    cl->x8_at = cl->x8_next;
-}
-
 /* The activations a decode product over w reads: x itself, or x rounded to 8 bits in cl->x8[]
  * when the products are int8 and w is quantized (matvec.cl's sums_x8): rounded by the norm
  * that wrote x, or by a product before this one over the same x, or else now. */
@@ -291,16 +271,13 @@ void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_m
         tern_cl_x8_holds(cl, out, rows, 1);
 }
 
-void tern_cl_matmul_residual(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, cl_mem t, cl_mem bw, float scale,
+bool tern_cl_matmul_residual(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, cl_mem t, cl_mem bw, float scale,
                              cl_mem y, cl_mem nw, float eps, cl_mem out) {
     cl_mem counter = cl->tune.sync && w->n_parts == 1 && w->k % 32 == 0 && w->n_rows <= cl->tune.res_max
                          ? tern_cl_counters(cl, 1)
                          : NULL;
-    if (!counter) {
-        tern_cl_matmul(cl, w, x, 1, t);
-        tern_cl_add_rmsnorm(cl, t, bw, scale, y, nw, w->n_rows, 1, eps, out);
-        return;
-    }
+    if (!counter)
+        return false;
     const tern_cl_tunables *tu = &cl->tune;
     const cl_mem xv = product_input(cl, w, x, 1);
     cl_mem x8 = tern_cl_x8_for(cl, w->n_rows, 1); /* the other buffer than xv's */
@@ -321,6 +298,7 @@ void tern_cl_matmul_residual(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, cl_
         tern_cl_x8_holds(cl, out, rows, 1);
     else if (cl->x8_of == y || cl->x8_of == out)
         cl->x8_of = NULL;
+    return true;
 }
 
 void tern_cl_get_rows(tern_cl *cl, const tern_cl_matrix *w, const int32_t *rows, int64_t n, float scale,

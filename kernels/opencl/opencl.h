@@ -162,10 +162,11 @@ void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_m
 /* out[i][:] = row rows[i] of w, dequantized, times scale (rows checked by the caller). */
 void tern_cl_get_rows(tern_cl *cl, const tern_cl_matrix *w, const int32_t *rows, int64_t n, float scale,
                       cl_mem out);
-/* t = w x for one token (x: k floats), then tern_cl_add_rmsnorm over t (width = w's rows): in one
- * launch where the program has SYNC and w is in one part (the product's last work-group adds and
- * normalizes), else the two launches. */
-void tern_cl_matmul_residual(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, cl_mem t, cl_mem bw, float scale,
+/* t = w x for one token (x: k floats), then tern_cl_add_rmsnorm over t (width = w's rows), in one
+ * launch (the product's last work-group adds and normalizes): true where the program has SYNC, w
+ * is in one part and no wider than RES_MAX; false, with nothing launched, otherwise (the caller
+ * then runs tern_cl_matmul and tern_cl_add_rmsnorm). */
+bool tern_cl_matmul_residual(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, cl_mem t, cl_mem bw, float scale,
                              cl_mem y, cl_mem nw, float eps, cl_mem out);
 /* y = x * w / sqrt(mean(x^2) + eps) per row of `width` (w: width floats); x may equal y. */
 void tern_cl_rmsnorm(tern_cl *cl, cl_mem x, cl_mem w, int64_t width, int64_t n_rows, float eps, cl_mem y);
