@@ -243,10 +243,15 @@ static void ocl_rmsnorm(tern_backend *be, const tern_buf *x, const tern_weight *
     tern_cl_rmsnorm(ocl(be)->cl, x->mem, w->m->parts[0].mem, w->k, n_rows, eps, y->mem);
 }
 
+/* Whether add_rmsnorm's arithmetic covers p: a next norm, and norms of the residual's width. */
+static bool residual_fits(const tern_residual_params *p) {
+    return p->next_norm && p->next_norm->k == p->width && (!p->branch_norm || p->branch_norm->k == p->width);
+}
+
 /* add_rmsnorm: the branch's norm, the add and the next norm in one launch. */
 static void ocl_residual(tern_backend *be, tern_buf *branch, const tern_residual_params *p, int64_t n_rows,
                          tern_buf *h, tern_buf *out) {
-    if (!p->next_norm || p->next_norm->k != p->width || (p->branch_norm && p->branch_norm->k != p->width)) {
+    if (!residual_fits(p)) {
         tern_be_generic_residual(be, branch, p, n_rows, h, out);
         return;
     }
@@ -258,12 +263,8 @@ static void ocl_residual(tern_backend *be, tern_buf *branch, const tern_residual
  * allow, else the product, then ocl_residual. */
 static void ocl_matmul_residual(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m,
                                 tern_buf *branch, const tern_residual_params *p, tern_buf *h, tern_buf *out) {
-    if (m != 1 || w->m->n_rows != p->width || !p->next_norm || p->next_norm->k != p->width ||
-        (p->branch_norm && p->branch_norm->k != p->width)) {
-        tern_be_generic_matmul_residual(be, w, x, m, branch, p, h, out);
-        return;
-    }
-    if (!tern_cl_matmul_residual(ocl(be)->cl, w->m, x->mem, branch->mem,
+    if (m != 1 || w->m->n_rows != p->width || !residual_fits(p) ||
+        !tern_cl_matmul_residual(ocl(be)->cl, w->m, x->mem, branch->mem,
                                  p->branch_norm ? p->branch_norm->m->parts[0].mem : NULL, p->scale, h->mem,
                                  p->next_norm->m->parts[0].mem, p->eps, out->mem))
         tern_be_generic_matmul_residual(be, w, x, m, branch, p, h, out);

@@ -155,6 +155,15 @@ void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes) {
     cl->bytes -= bytes <= cl->bytes ? bytes : cl->bytes;
 }
 
+/* A scratch buffer that could not be made: a device failure like any other, so that auto falls
+ * back. */
+static void scratch_failed(tern_cl *cl, const tern_error *err) {
+    if (!cl->failed) {
+        cl->failed = TERN_ERR_BACKEND;
+        snprintf(cl->failure, sizeof cl->failure, "%s", err->message);
+    }
+}
+
 /* Grows a scratch buffer to at least `bytes` (first use of a larger size only). */
 bool tern_cl_ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes) {
     if (*have >= bytes)
@@ -164,10 +173,7 @@ bool tern_cl_ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes
     *have = 0;
     tern_error err = {0};
     if (tern_cl_alloc(cl, bytes, NULL, mem, &err) != TERN_OK) {
-        if (!cl->failed) { /* a device failure like any other, so that auto falls back */
-            cl->failed = TERN_ERR_BACKEND;
-            snprintf(cl->failure, sizeof cl->failure, "%s", err.message);
-        }
+        scratch_failed(cl, &err);
         return false;
     }
     *have = bytes;
@@ -187,10 +193,7 @@ cl_mem tern_cl_counters(tern_cl *cl, size_t n) {
                            : tern_error_set(&err, TERN_ERR_NOMEM, "out of memory");
     free(zeros);
     if (st != TERN_OK) {
-        if (!cl->failed) {
-            cl->failed = TERN_ERR_BACKEND;
-            snprintf(cl->failure, sizeof cl->failure, "%s", err.message);
-        }
+        scratch_failed(cl, &err);
         return NULL;
     }
     cl->counters_bytes = bytes;

@@ -202,10 +202,10 @@ bool tern_cl_ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes
  * takes the prefill path, or width is not a multiple of 32. After its launch, tern_cl_x8_holds
  * records what x8 holds. */
 cl_mem tern_cl_x8_for(tern_cl *cl, int64_t width, int64_t n_rows);
+void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows);
 /* A buffer of at least n zeroed counters for arrive_last (common.cl), which leaves them zero;
  * NULL, with the failure remembered, when the device cannot allocate it. */
 cl_mem tern_cl_counters(tern_cl *cl, size_t n);
-void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows);
 
 /* Sets the arguments and enqueues `kernel` (named `name` in failure messages and the profile)
  * over `global` work-items in groups of `local`; each global size is rounded up to a multiple of

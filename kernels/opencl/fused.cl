@@ -6,7 +6,8 @@
  *   the whole of t, as the add_rmsnorm kernel computes it (add_rmsnorm_row: y += ts * t', out =
  *   rmsnorm(y) * nw, t' = t or its own norm by bw), and with use_x8 out rounded to 8 bits for
  *   the next product (group_x8). The o-projection and the FFN-down product end this way, so each
- *   layer's two add_rmsnorm launches go. counter: one uint, 0 between launches. Global size
+ *   layer's two add_rmsnorm launches go where the width is within RES_MAX (the host's choice:
+ *   this one-group tail walks the whole residual alone). counter: one uint, 0 between launches. Global size
  *   ceil(n_rows / MV_ROWS) * MV_WGS; n_rows is the residual's width.
  */
 #define MATVEC_RES_KERNEL(name, type)                                                                         \

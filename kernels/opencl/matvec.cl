@@ -234,7 +234,6 @@ static inline void glu_block_x8(global const float *out, const int n_rows, globa
     }
 }
 
-
 /* matvec3_<type>: up to three matrices of one type and row length against the same x, one token
  * (q, k and v; gate and up): one launch instead of three. Work-groups take the rows of w0, then
  * w1, then w2; global size (sum of ceil(rows_i / MV_ROWS)) * MV_WGS. */
