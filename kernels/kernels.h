@@ -68,7 +68,7 @@ typedef void (*tern_attn_head_fn)(int64_t dk, int64_t dv, int64_t n_kv, const fl
  * result (NaN there included). scores is scratch of TERN_ATTN_ROWS * (max_j first[j] + n_kv[j])
  * floats. The results are attn_head's up to the order of f32 additions. NULL in a table:
  * tern_attn_queries calls attn_head per query. */
-#define TERN_ATTN_ROWS 4
+#define TERN_ATTN_ROWS 16
 /* attn_head with the scores soft-capped before the softmax (gemma2):
  * s_t = softcap * tanh(scale * q.k_t / softcap), softcap > 0. */
 typedef void (*tern_attn_capped_fn)(int64_t dk, int64_t dv, int64_t n_kv, const float *restrict q,

@@ -21,8 +21,13 @@ void tern_cpu_avx2_fill_k_quants(tern_cpu_kernels *k); /* matmul_k_avx2.c: Q4_K,
 void tern_cpu_avx2_fill_32(tern_cpu_kernels *k);       /* matmul_32_avx2.c: Q4_0..Q8_0 */
 void tern_cpu_avx2_fill_act(tern_cpu_kernels *k);      /* quant_act_avx2.c: Q8_0, Q8_K activations */
 void tern_cpu_avx2_fill_ops(tern_cpu_kernels *k);      /* ops_avx2.c */
-/* The avx512vnni path's per-file filler (tern_cpu_kernels_fill_avx512vnni is in matmul_k_avx512.c). */
-void tern_cpu_avx512_fill_32(tern_cpu_kernels *k); /* matmul_32_avx512.c: Q4_0..Q8_0 */
+/* The AVX2 attn_rows (ops_avx2.c), which the avx512vnni one hands the calls it does not take. */
+void tern_avx2_attn_rows(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
+                         const int64_t n_kv[], const tern_kv_rows *k, const tern_kv_rows *v, float scale,
+                         float *restrict scores, float *const out[]);
+/* The avx512vnni path's per-file fillers (tern_cpu_kernels_fill_avx512vnni is in matmul_k_avx512.c). */
+void tern_cpu_avx512_fill_32(tern_cpu_kernels *k);   /* matmul_32_avx512.c: Q4_0..Q8_0 */
+void tern_cpu_avx512_fill_attn(tern_cpu_kernels *k); /* attn_avx512.c: attn_rows */
 /* The avx512vnni gemm entries the amx path keeps for decode and for the activation rows its tiles
  * leave over (matmul_amx.c): matmul_k_avx512.c (Q4_K, Q6_K) and matmul_32_avx512.c. */
 void tern_avx512_gemm_q4_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,

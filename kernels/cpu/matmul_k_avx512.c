@@ -299,4 +299,5 @@ void tern_cpu_kernels_fill_avx512vnni(tern_cpu_kernels *k) {
     k->gemm[TERN_TYPE_Q4_K] = tern_avx512_gemm_q4_k;
     k->gemm[TERN_TYPE_Q6_K] = tern_avx512_gemm_q6_k;
     tern_cpu_avx512_fill_32(k);
+    tern_cpu_avx512_fill_attn(k);
 }

@@ -261,13 +261,15 @@ static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *re
     attn_capped_avx2(dk, dv, n_kv, q, k, v, scale, 0.0f, scores, out);
 }
 
-/* ---- attention, up to TERN_ATTN_ROWS queries of one KV head at once ----
+/* ---- attention, up to AVX2_ATTN_ROWS queries of one KV head at once ----
  *
  * attn_head reads every K and V row once per query: for a prompt of n tokens that is n^2 / 2
  * row reads per head, each converted from fp16 again: a visible share of a long prefill
  * (docs/benchmarks.md, "Measurements behind the code"). Here each K row is converted once for up to 4
  * queries (consecutive positions of one head, or the heads that share a KV head), and V rows in
  * chunks, converted once into a buffer that stays in L1 while every query's sums pass over it. */
+
+#define AVX2_ATTN_ROWS 4 /* queries per K/V read here; tern_avx2_attn_rows takes TERN_ATTN_ROWS in runs of it */
 
 /* Lane i of the result: the sum of the lanes of v[i]. */
 static inline __m256 hsum8(const __m256 v[8]) {
@@ -349,7 +351,7 @@ static TERN_AVX2_INLINE void pv_rows(int64_t dv, const int nq, const float *rest
         const float *pc = p + c0 - lo;
         int64_t d = 0;
         for (; d + 16 <= dv; d += 16) { /* 16 columns: 2 sums per query */
-            __m256 acc[TERN_ATTN_ROWS][2];
+            __m256 acc[AVX2_ATTN_ROWS][2];
 #pragma GCC unroll 4
             for (int j = 0; j < nq; j++)
                 acc[j][0] = _mm256_loadu_ps(out[j] + d), acc[j][1] = _mm256_loadu_ps(out[j] + d + 8);
@@ -367,7 +369,7 @@ static TERN_AVX2_INLINE void pv_rows(int64_t dv, const int nq, const float *rest
                 _mm256_storeu_ps(out[j] + d, acc[j][0]), _mm256_storeu_ps(out[j] + d + 8, acc[j][1]);
         }
         if (d < dv) { /* the last 8 */
-            __m256 acc[TERN_ATTN_ROWS];
+            __m256 acc[AVX2_ATTN_ROWS];
 #pragma GCC unroll 4
             for (int j = 0; j < nq; j++)
                 acc[j] = _mm256_loadu_ps(out[j] + d);
@@ -397,7 +399,7 @@ static TERN_AVX2_INLINE void pv_rows(int64_t dv, const int nq, const float *rest
     case 8: call(4, 0); break;                                                                                     \
     default: call(4, 1); break;                                                                                    \
     }
-_Static_assert(TERN_ATTN_ROWS == 4, "ATTN_ROWS_SWITCH instantiates 1..4 queries");
+_Static_assert(AVX2_ATTN_ROWS == 4, "ATTN_ROWS_SWITCH instantiates 1..4 queries");
 
 /* pv_rows of one query, in either format. */
 static void pv_one(int64_t dv, const float *restrict p, int64_t span, int64_t lo, const uint8_t *restrict v,
@@ -408,9 +410,9 @@ static void pv_one(int64_t dv, const float *restrict p, int64_t span, int64_t lo
         pv_rows(dv, 1, p, span, lo, v, v_stride, 0, t0, t1, out);
 }
 
-static void attn_rows_avx2(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
-                           const int64_t n_kv[], const tern_kv_rows *k, const tern_kv_rows *v, float scale,
-                           float *restrict scores, float *const out[]) {
+static void attn_rows4(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
+                       const int64_t n_kv[], const tern_kv_rows *k, const tern_kv_rows *v, float scale,
+                       float *restrict scores, float *const out[]) {
     if (n_q == 1 || dk % 8 || dv % 8 || dv > PV_BUF_FLOATS) { /* one query: attn_head reads V once */
         for (int j = 0; j < n_q; j++) {
             const tern_kv_rows kj = tern_kv_rows_at(k, first[j]), vj = tern_kv_rows_at(v, first[j]);
@@ -431,7 +433,7 @@ static void attn_rows_avx2(int64_t dk, int64_t dv, int n_q, const float *const q
 #define QK(n, f) qk_rows(dk, n, q, kr, k->stride, f, lo, hi, scale, scores, span)
     ATTN_ROWS_SWITCH(n_q, kq8, QK)
 #undef QK
-    float inv[TERN_ATTN_ROWS];
+    float inv[AVX2_ATTN_ROWS];
     for (int j = 0; j < n_q; j++) {
         float *s = scores + j * span;
         const int64_t a = first[j] - lo, b = a + n_kv[j];
@@ -462,6 +464,15 @@ static void attn_rows_avx2(int64_t dk, int64_t dv, int n_q, const float *const q
         const __m256 vi = _mm256_set1_ps(inv[j]);
         for (int64_t d = 0; d < dv; d += 8)
             _mm256_storeu_ps(out[j] + d, _mm256_mul_ps(_mm256_loadu_ps(out[j] + d), vi));
+    }
+}
+
+void tern_avx2_attn_rows(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
+                         const int64_t n_kv[], const tern_kv_rows *k, const tern_kv_rows *v, float scale,
+                         float *restrict scores, float *const out[]) {
+    for (int j = 0; j < n_q; j += AVX2_ATTN_ROWS) {
+        const int n = n_q - j < AVX2_ATTN_ROWS ? n_q - j : AVX2_ATTN_ROWS;
+        attn_rows4(dk, dv, n, q + j, first + j, n_kv + j, k, v, scale, scores, out + j);
     }
 }
 
@@ -555,7 +566,7 @@ void tern_cpu_avx2_fill_ops(tern_cpu_kernels *k) {
     k->rmsnorm = rmsnorm_avx2;
     k->rope = rope_avx2;
     k->attn_head = attn_head_avx2;
-    k->attn_rows = attn_rows_avx2;
+    k->attn_rows = tern_avx2_attn_rows;
     k->attn_capped = attn_capped_avx2;
     k->silu_mul = silu_mul_avx2;
     k->gelu_mul = gelu_mul_avx2;
