@@ -105,7 +105,7 @@ has "decode gemm row with a roofline share" "^\| \| ref \| Q8_0 \| 7B \| ffn_up 
 expect "kbench --quick, a lower-case type (json)" 0 "$TERN" kbench --kernel q4_0 --isa ref --quick -t 1 -o json
 json "--quick: the 1B shapes, 64 MiB reads" '(.results | length) >= 1 and ([.results[] | .model] | unique == ["1B"]) and ([.results[] | .type] | unique == ["Q4_0"]) and .bandwidth[0].bytes == 67108864'
 expect "kbench attention --quick (json)" 0 "$TERN" kbench --kernel attention --quick -t 1 -o json
-json "attention: decode (m=1, a roofline share) and a prompt block (m=4) on every path" '[.results[] | select(.family == "attention")] as $a | ($a | map(.m) | unique == [1, 4]) and ($a | map(select(.m == 1) | .roofline_pct >= 0) | all) and ($a | map(.gflops > 0) | all) and ([$a[] | .isa] | unique | length) == ([.results[] | .isa] | unique | length)'
+json "attention: decode (m=1, a roofline share) and a prompt block (m=16) on every path" '[.results[] | select(.family == "attention")] as $a | ($a | map(.m) | unique == [1, 16]) and ($a | map(select(.m == 1) | .roofline_pct >= 0) | all) and ($a | map(.gflops > 0) | all) and ([$a[] | .isa] | unique | length) == ([.results[] | .isa] | unique | length)'
 expect "kbench --quick --full: usage" 2 "$TERN" kbench --quick --full
 expect "kbench --backend opencl without a runtime: exit 1" 1 "$TERN" kbench --backend opencl --isa opencl --kernel rope --quick
 has "the reason" "^skipped: --backend opencl: no OpenCL: .*/nonexistent/libOpenCL.so.1 not found"

@@ -37,12 +37,14 @@ fi
 has "the chat format comes from the template" "^chat +chatml turns — from the file's chat template" "$tmp/err"
 has "the defaults are printed" "^sampling .*repeat penalty 1.1 .*seed [0-9]+ \(random" "$tmp/err"
 
-# ---- a 256-token context through long answers ------------------------------------------------------
+# ---- a 192-token context through long answers ------------------------------------------------------
+# (192, not 256: at 256 the dragon story ended within the context on some kernel paths, so no
+# answer outgrew it while an earlier turn was left to drop; at 192 it does on avx2 and avx512vnni)
 printf 'Say hello.\nTell me a long story about a dragon.\nTell me a long story about a knight.\nThanks!\n/stats\n' |
-    chat -m "$SMOL" -c 256 -n -1 --temp 0 >"$tmp/out" 2>"$tmp/err"
+    chat -m "$SMOL" -c 192 -n -1 --temp 0 >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ "$rc" -eq 0 ] && grep -q "^bye" "$tmp/err" && ok "a 256-token context survives long answers (exit 0)" ||
-    fail "256-token context: exit $rc"
+[ "$rc" -eq 0 ] && grep -q "^bye" "$tmp/err" && ok "a 192-token context survives long answers (exit 0)" ||
+    fail "192-token context: exit $rc"
 has "old turns were dropped to make room" "dropped the oldest [0-9]+ message" "$tmp/err"
 has "an answer that outgrew the context went on" "^\(context full: dropped the oldest" "$tmp/err"
 has "the last turn was answered" "last answer: [0-9]+ prompt tokens.*[1-9][0-9]* tokens at" "$tmp/err"
