@@ -37,6 +37,19 @@ struct tern_weight {
     size_t row_bytes; /* bytes per row */
 };
 
+/* The (cos, sin) pairs of the last rotation's positions, and what they were computed for. A forward
+ * pass rotates q and k of every layer at the same positions with the same frequencies (gemma3's
+ * local layers aside), so the pairs are computed once per pass instead of twice per layer; a call
+ * with other positions or frequencies computes them again. */
+typedef struct rope_table {
+    float *cs;    /* [n_tokens][n_rot] */
+    size_t cap;   /* floats allocated */
+    bool filled;  /* the fields below describe cs */
+    int64_t pos0, n_tokens, n_rot;
+    float base, freq_scale;
+    const tern_weight *factors;
+} rope_table;
+
 typedef struct cpu_backend {
     tern_backend base;
     tern_cpu_kernels kernels;
@@ -53,9 +66,10 @@ typedef struct cpu_backend {
     uint8_t *act;
     size_t act_cap;
     uint64_t jobs; /* pool runs of more than one task: the backend's launches */
-    /* Per-thread scratch: attention scores (n_ctx floats) and rope cos/sin (n_rot floats). */
+    /* Per-thread scratch: attention scores (n_ctx floats per query). */
     float *thread_scratch;
     int64_t thread_scratch_floats;
+    rope_table rope;
 
     /* cpu_copy_weights: matrices are copied out of the mapped file into anonymous memory
      * with transparent huge pages (weight_create), weights_copied bytes in all. */
@@ -206,9 +220,8 @@ static tern_status cpu_kv_create(tern_backend *be, const tern_kv_shape *s, tern_
     free(c->v_cache);
     c->k_cache = malloc(kn);
     c->v_cache = malloc(vn);
-    /* Per thread: attention scores (n_ctx per query, TERN_ATTN_ROWS queries at once) or rope's cos/sin
-     * pairs (n_rot <= 8192), never both at once. */
-    int64_t per_thread = s->n_ctx * TERN_ATTN_ROWS > 8192 ? s->n_ctx * TERN_ATTN_ROWS : 8192;
+    /* Per thread: attention scores (n_ctx per query, TERN_ATTN_ROWS queries at once). */
+    const int64_t per_thread = s->n_ctx * TERN_ATTN_ROWS;
     free(c->thread_scratch);
     c->thread_scratch = malloc((size_t)per_thread * (size_t)c->n_threads * sizeof(float));
     if (!c->k_cache || !c->v_cache || !c->thread_scratch)
@@ -457,27 +470,59 @@ typedef struct rope_task {
     const tern_rope_params *p;
 } rope_task;
 
-static void rope_run(void *arg, int ith, int nth) {
+static void rope_fill_run(void *arg, int ith, int nth) {
     rope_task *t = arg;
     const tern_rope_params *p = t->p;
-    float *cs = t->c->thread_scratch + (size_t)ith * (size_t)t->c->thread_scratch_floats;
     const float *factors = p->freq_factors ? (const float *)p->freq_factors->data : NULL;
     int64_t lo, hi;
     split_range(p->n_tokens, ith, nth, 1, &lo, &hi);
-    for (int64_t i = lo; i < hi; i++) {
-        tern_rope_cos_sin(p->pos0 + i, p->base, p->freq_scale, p->n_rot, factors, cs);
-        t->c->kernels.rope(t->x + i * p->n_head * p->head_dim, p->n_head, p->head_dim, p->n_rot, cs, p->neox);
+    for (int64_t i = lo; i < hi; i++)
+        tern_rope_cos_sin(p->pos0 + i, p->base, p->freq_scale, p->n_rot, factors, t->c->rope.cs + i * p->n_rot);
+}
+
+/* The rope table for p's positions and frequencies, computed unless it is the last one; false (and
+ * the backend failed) when its memory cannot be had. */
+static bool rope_table_for(cpu_backend *c, const tern_rope_params *p) {
+    rope_table *r = &c->rope;
+    if (r->filled && r->pos0 == p->pos0 && r->n_tokens == p->n_tokens && r->n_rot == p->n_rot &&
+        r->base == p->base && r->freq_scale == p->freq_scale && r->factors == p->freq_factors)
+        return true;
+    uint64_t need;
+    if (p->n_tokens < 1 || p->n_rot < 2 || tern_mul_overflows_u64((uint64_t)p->n_tokens, (uint64_t)p->n_rot, &need) ||
+        need > SIZE_MAX / sizeof(float)) {
+        fail(c, TERN_ERR_INVALID_ARG, "rope: bad token count or dimension");
+        return false;
     }
+    r->filled = false;
+    if (need > r->cap) { /* the first batch of this size only: later calls reuse it */
+        free(r->cs);
+        r->cs = malloc((size_t)need * sizeof(float));
+        r->cap = r->cs ? (size_t)need : 0;
+        if (!r->cs) {
+            fail(c, TERN_ERR_NOMEM, "cannot allocate rope's cos/sin table");
+            return false;
+        }
+    }
+    rope_task t = {c, NULL, p};
+    run_tasks(c, rope_fill_run, &t, tasks_for(c, p->n_tokens, 2));
+    *r = (rope_table){r->cs, r->cap, true, p->pos0, p->n_tokens, p->n_rot, p->base, p->freq_scale, p->freq_factors};
+    return true;
+}
+
+static void rope_run(void *arg, int ith, int nth) {
+    rope_task *t = arg;
+    const tern_rope_params *p = t->p;
+    int64_t lo, hi;
+    split_range(p->n_tokens, ith, nth, 1, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++)
+        t->c->kernels.rope(t->x + i * p->n_head * p->head_dim, p->n_head, p->head_dim, p->n_rot,
+                           t->c->rope.cs + i * p->n_rot, p->neox);
 }
 
 static void cpu_rope(tern_backend *be, tern_buf *x, const tern_rope_params *p) {
     cpu_backend *c = cpu(be);
-    if (c->failed)
+    if (c->failed || !rope_table_for(c, p))
         return;
-    if (p->n_rot > c->thread_scratch_floats) {
-        fail(c, TERN_ERR_INVALID_ARG, "rope dimension too large for scratch");
-        return;
-    }
     rope_task t = {c, x->data, p};
     run_tasks(c, rope_run, &t, tasks_for(c, p->n_tokens, 2));
 }
@@ -666,6 +711,7 @@ static void cpu_destroy(tern_backend *be) {
     free(c->v_cache);
     free(c->act);
     free(c->thread_scratch);
+    free(c->rope.cs);
     free(c);
 }
 

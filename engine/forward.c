@@ -9,6 +9,7 @@
  */
 #include "engine/forward.h"
 
+#include "base/finite.h"
 #include "engine/backend_fused.h"
 #include "quant/block_q8_0.h"
 
@@ -230,10 +231,9 @@ static tern_status check_finite(tern_forward *f, const tern_buf *b, int64_t n, c
         tern_status st = f->be->ops->read(f->be, b, at, len, f->host_check, err);
         if (st != TERN_OK)
             return st;
-        for (int64_t i = 0; i < len; i++) {
+        const int64_t i = tern_first_non_finite(f->host_check, len);
+        if (i < len) {
             const float v = f->host_check[i];
-            if (isfinite(v))
-                continue;
             if (layer >= 0)
                 return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite value (%g) in %s of layer %lld, element %lld",
                                       v, where, (long long)layer, (long long)(at + i));
@@ -406,13 +406,12 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
     st = o->read(be, f->logits, 0, rows * hp->n_vocab, logits, err);
     if (st != TERN_OK)
         return st;
-    for (int64_t i = 0; i < rows * hp->n_vocab; i++) /* every layer checked: the output head did it */
-        if (!isfinite(logits[i]))
-            return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite logit at position %lld%s%s",
-                                  (long long)(pos0 + (f->logits_all ? i / hp->n_vocab : n - 1)),
-                                  f->check_numerics ? ": in the output of "
-                                                    : " (check_numerics names the layer)",
-                                  f->check_numerics ? f->model->w.output->name : "");
+    const int64_t bad = tern_first_non_finite(logits, rows * hp->n_vocab);
+    if (bad < rows * hp->n_vocab) /* every layer checked: the output head did it */
+        return tern_error_set(err, TERN_ERR_NUMERICS, "non-finite logit at position %lld%s%s",
+                              (long long)(pos0 + (f->logits_all ? bad / hp->n_vocab : n - 1)),
+                              f->check_numerics ? ": in the output of " : " (check_numerics names the layer)",
+                              f->check_numerics ? f->model->w.output->name : "");
     return TERN_OK;
 }
 

@@ -112,6 +112,50 @@ static void test_greedy_is_argmax(void **state) {
     tern_sampler_free(s);
 }
 
+/* The greedy pick is the first index of the maximum wherever it lies: first, last, inside or at the
+ * edge of a block of the vectorized scan, in the tail after the last whole block, and for
+ * vocabularies shorter than a block; a tie goes to the lower index, -0 and +0 tie. */
+static void test_greedy_every_position(void **state) {
+    (void)state;
+    const int sizes[] = {1, 2, 7, 15, 16, 17, 23, 24, 31, 32, 33, 47, 48, 49, 64, 100, 151936};
+    static float logits[151936];
+    tern_sampler_params p = plain_params(0.0f, 0);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int n = sizes[si];
+        tern_sampler *s = make(&p, n);
+        /* every position of the small sizes; around the edges of the big one */
+        for (int at = 0; at < n; at += n > 200 && at > 100 && at < n - 100 ? 997 : 1) {
+            for (int i = 0; i < n; i++)
+                logits[i] = -3.0f - (float)(i % 5); /* all negative: the max is not 0 */
+            logits[at] = -1.0f;
+            assert_int_equal(sample1(s, logits, n), at);
+            /* a second maximum later on, or earlier on: the lower index wins */
+            if (at + 1 < n) {
+                logits[n - 1] = -1.0f;
+                assert_int_equal(sample1(s, logits, n), at);
+                logits[n - 1] = -3.0f;
+            }
+            if (at > 0) {
+                logits[0] = -1.0f;
+                assert_int_equal(sample1(s, logits, n), 0);
+            }
+        }
+        /* all equal: the first; -0 before +0 and +0 before -0 tie */
+        for (int i = 0; i < n; i++)
+            logits[i] = 0.5f;
+        assert_int_equal(sample1(s, logits, n), 0);
+        for (int i = 0; i < n; i++)
+            logits[i] = -1.0f;
+        logits[n / 2] = -0.0f;
+        logits[n - 1] = 0.0f;
+        assert_int_equal(sample1(s, logits, n), n / 2);
+        logits[n / 2] = 0.0f;
+        logits[n - 1] = -0.0f;
+        assert_int_equal(sample1(s, logits, n), n / 2);
+        tern_sampler_free(s);
+    }
+}
+
 static void test_nonfinite_rejected(void **state) {
     (void)state;
     float logits[8] = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -413,6 +457,7 @@ int main(void) {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_greedy_is_argmax),
+        cmocka_unit_test(test_greedy_every_position),
         cmocka_unit_test(test_nonfinite_rejected),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_temperature_frequencies),

@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/params.h"
 #include "base/error.h"
+#include "base/finite.h"
+#include "base/params.h"
 
 typedef struct candidate {
     float logit;
@@ -167,9 +168,13 @@ tern_status tern_sampler_accept(tern_sampler *s, int32_t token, tern_error *err)
 
 /* llama.cpp semantics: each distinct recent token is penalized once, however often it occurred.
  * Dividing a positive logit and multiplying a negative one both make the token less likely. */
+static bool repeat_penalty_applies(const tern_sampler *s) {
+    return s->params.repeat_penalty != 1.0f && s->hist_len > 0;
+}
+
 static void apply_repeat_penalty(tern_sampler *s) {
     const float penalty = s->params.repeat_penalty;
-    if (penalty == 1.0f || s->hist_len == 0)
+    if (!repeat_penalty_applies(s))
         return;
     for (int32_t i = 0; i < s->hist_len; i++) {
         const int32_t t = s->hist[i];
@@ -296,24 +301,44 @@ static size_t apply_top_p_min_p(tern_sampler *s, survivors r) {
     return kept;
 }
 
-/* Tests the exponent bits instead of calling isfinite() per element: the loop has no early exit
- * and no float compare, so it vectorizes, which matters at 150k logits per token. */
-static bool all_finite(const float *restrict v, int n) {
-    uint32_t non_finite = 0;
-    for (int i = 0; i < n; i++) {
-        uint32_t bits;
-        memcpy(&bits, &v[i], sizeof bits);
-        non_finite |= (~bits & 0x7f800000u) ? 0u : 1u; /* all exponent bits set: inf or NaN */
-    }
-    return non_finite == 0;
-}
+/* The first index of the largest of n finite values. A scan that compares each value with the best
+ * so far is a chain of dependent loads and compares, several cycles per logit; instead the maximum
+ * is taken in two independent sets of ARGMAX_LANES lanes, which the compiler keeps in vector
+ * registers (v > m ? v : m is exactly what maxps computes, so no fast-math is needed), and a second
+ * pass looks for the first block holding it. Equal values (+0 and -0 too) compare equal, so ties go
+ * to the lowest index, as with the scan. */
+#define ARGMAX_LANES 8
 
-static int32_t argmax(const float *v, int n) {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
+static int32_t argmax(const float *restrict v, int n) {
+    float m = v[0];
+    int i = 0;
+    if (n >= 2 * ARGMAX_LANES) {
+        float a[ARGMAX_LANES], b[ARGMAX_LANES];
+        for (int j = 0; j < ARGMAX_LANES; j++)
+            a[j] = b[j] = v[j];
+        for (i = ARGMAX_LANES; i + 2 * ARGMAX_LANES <= n; i += 2 * ARGMAX_LANES) {
+            for (int j = 0; j < ARGMAX_LANES; j++)
+                a[j] = v[i + j] > a[j] ? v[i + j] : a[j];
+            for (int j = 0; j < ARGMAX_LANES; j++)
+                b[j] = v[i + ARGMAX_LANES + j] > b[j] ? v[i + ARGMAX_LANES + j] : b[j];
+        }
+        for (int j = 0; j < ARGMAX_LANES; j++) {
+            m = a[j] > m ? a[j] : m;
+            m = b[j] > m ? b[j] : m;
+        }
+    }
+    for (; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    for (i = 0; i + 2 * ARGMAX_LANES <= n; i += 2 * ARGMAX_LANES) {
+        int hit = 0;
+        for (int j = 0; j < 2 * ARGMAX_LANES; j++)
+            hit |= v[i + j] == m;
+        if (hit)
+            break;
+    }
+    while (v[i] != m)
+        i++;
+    return i;
 }
 
 tern_status tern_sampler_sample(tern_sampler *s, const float *logits, int n_vocab, int32_t *out_token,
@@ -323,13 +348,16 @@ tern_status tern_sampler_sample(tern_sampler *s, const float *logits, int n_voca
     if (n_vocab != s->n_vocab)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "sampler: %d logits given, vocabulary has %d",
                               n_vocab, s->n_vocab);
-    memcpy(s->work, logits, (size_t)n_vocab * sizeof *logits);
-    if (!all_finite(s->work, n_vocab)) {
-        int i = 0;
-        while (isfinite(logits[i]))
-            i++;
-        return tern_error_set(err, TERN_ERR_NUMERICS, "sampler: logit %d is %g", i, (double)logits[i]);
+    const int64_t bad = tern_first_non_finite(logits, n_vocab);
+    if (bad < n_vocab)
+        return tern_error_set(err, TERN_ERR_NUMERICS, "sampler: logit %lld is %g", (long long)bad,
+                              (double)logits[bad]);
+    /* greedy without a penalty to apply reads the logits in place: no copy of the vocabulary */
+    if (s->params.temperature <= 0.0f && !repeat_penalty_applies(s)) {
+        *out_token = argmax(logits, n_vocab);
+        return TERN_OK;
     }
+    memcpy(s->work, logits, (size_t)n_vocab * sizeof *logits);
     apply_repeat_penalty(s);
     if (s->params.temperature <= 0.0f) {
         *out_token = argmax(s->work, n_vocab);

@@ -271,6 +271,20 @@ static void attn_head_avx2(int64_t dk, int64_t dv, int64_t n_kv, const float *re
 
 #define AVX2_ATTN_ROWS 4 /* queries per K/V read here; tern_avx2_attn_rows takes TERN_ATTN_ROWS in runs of it */
 
+/* Rows are asked for this many keys before they are read. A head's rows are the cache's row apart
+ * (every KV head's values: 2 KiB and more), so consecutive keys fall on different 4 KiB pages,
+ * where the hardware's stride prefetchers stop; in decode the whole layer's cache has been evicted
+ * by the weights read since the last token. */
+#define PREFETCH_KEYS 8
+
+/* Asks for the cache lines of one row of n values of a head (either format) to be brought to L1. */
+static TERN_AVX2_INLINE void prefetch_row(const uint8_t *row, int64_t n, const int q8) {
+    const size_t bytes = q8 ? (size_t)(n / TERN_QK8_0) * sizeof(tern_block_q8_0) : (size_t)n * sizeof(uint16_t);
+    for (size_t b = 0; b < bytes; b += 64)
+        _mm_prefetch((const char *)row + b, _MM_HINT_T0);
+    _mm_prefetch((const char *)row + bytes - 1, _MM_HINT_T0); /* a row that does not start on a line */
+}
+
 /* Lane i of the result: the sum of the lanes of v[i]. */
 static inline __m256 hsum8(const __m256 v[8]) {
     const __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
@@ -286,6 +300,8 @@ static TERN_AVX2_INLINE void qk_rows(int64_t dk, const int nq, const float *cons
     for (int64_t t = lo; t < hi; t += 2) {
         const int two = t + 1 < hi; /* the last key may be alone */
         const uint8_t *k0 = k + (size_t)t * k_stride, *k1 = two ? k0 + k_stride : k0;
+        for (int64_t a = t + PREFETCH_KEYS; a < t + PREFETCH_KEYS + 2 && a < hi; a++)
+            prefetch_row(k + (size_t)a * k_stride, dk, q8);
         __m256 acc[8];
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
@@ -336,6 +352,8 @@ static TERN_AVX2_INLINE void pv_rows(int64_t dv, const int nq, const float *rest
     for (int64_t c0 = t0; c0 < t1; c0 += chunk) {
         const int64_t n = t1 - c0 < chunk ? t1 - c0 : chunk;
         for (int64_t t = 0; t < n; t++) {
+            if (c0 + t + PREFETCH_KEYS < t1)
+                prefetch_row(v + (size_t)(c0 + t + PREFETCH_KEYS) * v_stride, dv, q8);
             if (!q8) {
                 for (int64_t d = 0; d < dv; d += 8)
                     _mm256_store_ps(buf + t * dv + d, f16x8(v + (size_t)(c0 + t) * v_stride, d));
