@@ -16,6 +16,24 @@
  * caller per shape, so every shape gets its own register allocation. */
 #define TERN_AVX2_INLINE inline __attribute__((always_inline))
 
+/* e^x = 2^n e^r, r = x - n ln 2: defines `static inline vec name(vec x, vec n)` returning e^r by
+ * its degree-7 Taylor polynomial (|r| <= ln 2 / 2), ln 2 in two parts so that r
+ * stays exact. pfx is the intrinsics' prefix (_mm256_, _mm512_): ops_avx2.c's exp and
+ * attn_avx512.c's are this one polynomial in 8 and 16 lanes. */
+#define TERN_DEFINE_EXP_REDUCED(name, vec, pfx)                                                  \
+    static inline vec name(vec x, vec n) {                                                     \
+        vec r = pfx##fnmadd_ps(n, pfx##set1_ps(0.693145752f), x); /* ln 2, high 17 bits */     \
+        r = pfx##fnmadd_ps(n, pfx##set1_ps(1.42860677e-6f), r);   /* ln 2, the rest */         \
+        vec p = pfx##set1_ps(1.0f / 5040.0f);                                                   \
+        p = pfx##fmadd_ps(p, r, pfx##set1_ps(1.0f / 720.0f));                                   \
+        p = pfx##fmadd_ps(p, r, pfx##set1_ps(1.0f / 120.0f));                                   \
+        p = pfx##fmadd_ps(p, r, pfx##set1_ps(1.0f / 24.0f));                                    \
+        p = pfx##fmadd_ps(p, r, pfx##set1_ps(1.0f / 6.0f));                                     \
+        p = pfx##fmadd_ps(p, r, pfx##set1_ps(0.5f));                                            \
+        p = pfx##fmadd_ps(p, r, pfx##set1_ps(1.0f));                                            \
+        return pfx##fmadd_ps(p, r, pfx##set1_ps(1.0f));                                         \
+    }
+
 /* Per-file fillers, called by tern_cpu_kernels_fill_avx2 (matmul_avx2.c). */
 void tern_cpu_avx2_fill_k_quants(tern_cpu_kernels *k); /* matmul_k_avx2.c: Q4_K, Q5_K, Q6_K */
 void tern_cpu_avx2_fill_32(tern_cpu_kernels *k);       /* matmul_32_avx2.c: Q4_0..Q8_0 */
