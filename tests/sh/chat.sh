@@ -39,7 +39,7 @@ has "the defaults are printed" "^sampling .*repeat penalty 1.1 .*seed [0-9]+ \(r
 
 # ---- a 192-token context through long answers ------------------------------------------------------
 # (192, not 256: at 256 the dragon story ended within the context on some kernel paths, so no
-# answer outgrew it while an earlier turn was left to drop; at 192 it does on avx2 and avx512vnni)
+# answer outgrew it while an earlier turn was left to drop; at 192 it does on avx2, avx512vnni and ref)
 printf 'Say hello.\nTell me a long story about a dragon.\nTell me a long story about a knight.\nThanks!\n/stats\n' |
     chat -m "$SMOL" -c 192 -n -1 --temp 0 >"$tmp/out" 2>"$tmp/err"
 rc=$?
