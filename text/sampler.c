@@ -353,14 +353,15 @@ tern_status tern_sampler_sample(tern_sampler *s, const float *logits, int n_voca
         return tern_error_set(err, TERN_ERR_NUMERICS, "sampler: logit %lld is %g", (long long)bad,
                               (double)logits[bad]);
     /* greedy without a penalty to apply reads the logits in place: no copy of the vocabulary */
-    if (s->params.temperature <= 0.0f && !repeat_penalty_applies(s)) {
-        *out_token = argmax(logits, n_vocab);
-        return TERN_OK;
+    const bool greedy = s->params.temperature <= 0.0f;
+    const float *scores = logits;
+    if (!greedy || repeat_penalty_applies(s)) {
+        memcpy(s->work, logits, (size_t)n_vocab * sizeof *logits);
+        apply_repeat_penalty(s);
+        scores = s->work;
     }
-    memcpy(s->work, logits, (size_t)n_vocab * sizeof *logits);
-    apply_repeat_penalty(s);
-    if (s->params.temperature <= 0.0f) {
-        *out_token = argmax(s->work, n_vocab);
+    if (greedy) {
+        *out_token = argmax(scores, n_vocab);
         return TERN_OK;
     }
 
