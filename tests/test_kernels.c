@@ -427,6 +427,39 @@ static void test_gemm_amx_tiles(void **state) {
     }
 }
 
+/* Decode on x86 takes Q4_K and Q6_K weight rows 4 at a time (matmul_k_tile.h, kt_rows4_*) and the
+ * rest one by one; both must give a row the same float, bit for bit. One weight row repeated 7 times
+ * (rows 0-3 through the 4-row form, 4-6 through the single-row tile), k of 65 blocks so the second
+ * k-chunk adds to y; then the same k against the oracle on distinct rows. */
+static void test_gemm_decode_rows4(void **state) {
+    const fixture *f = *state;
+    static const uint32_t types[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K};
+    enum { K = 65 * 256, ROWS = 7 };
+    rng r = {777};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const size_t w_row = tern_type_row_bytes(types[t], K), x_row = tern_dot_row_bytes(types[t], K);
+        uint8_t *w = malloc(w_row * ROWS), *xq = malloc(x_row);
+        float *x = malloc(sizeof(float) * K), y[ROWS];
+        assert_true(w && xq && x);
+        make_weight_row(types[t], w, K, 0, &r);
+        for (int64_t row = 1; row < ROWS; row++)
+            memcpy(w + (size_t)row * w_row, w, w_row);
+        for (int64_t e = 0; e < K; e++)
+            x[e] = rng_normalish(&r);
+        for (int n = 0; n < f->n; n++) {
+            const tern_cpu_kernels *kt = &f->tables[n];
+            kt->quantize_act[tern_dot_format(types[t])](x, xq, K);
+            kt->gemm[types[t]](K, w, w_row, ROWS, xq, x_row, 1, y, ROWS);
+            for (int row = 1; row < ROWS; row++)
+                if (memcmp(&y[row], &y[0], sizeof(float)))
+                    fail_msg("%s %s: row %d gives %.9g, row 0 %.9g", kt->isa, tern_type_name(types[t]), row, y[row],
+                             y[0]);
+        }
+        free(w), free(xq), free(x);
+        check_gemm(f, types[t], K, 9, 1, 7700 + t);
+    }
+}
+
 /* The avx2 and avx512vnni tables give bit-identical Q4_K and Q6_K products (their lane sums are the
  * same integers and every float operation after them is written once, matmul_k_tile.h), whichever
  * of their drivers an m takes: decode, the 8-row tiles, or the VNNI panels (m >= 8) in every tile
@@ -1331,6 +1364,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_prefill_blocking),
         cmocka_unit_test(test_gemm_amx_tiles),
         cmocka_unit_test(test_gemm_k_tables_agree),
+        cmocka_unit_test(test_gemm_decode_rows4),
         cmocka_unit_test(test_gemm_neon_match_ref),
         cmocka_unit_test(test_quantize_act_bytes),
         cmocka_unit_test(test_rmsnorm),

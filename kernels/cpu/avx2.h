@@ -127,12 +127,19 @@ typedef void (*tern_avx2_kt_tile_fn)(const uint8_t *restrict w, int64_t n_blocks
                                      const tern_avx2_kt_act *restrict act, int64_t m, float *restrict y,
                                      int64_t y_stride, int add);
 
-/* A K-quant tern_gemm_fn call for m >= 2 out of prep and tile (matmul_avx2.c): weight rows in
- * groups that stay in L2, k in chunks of TERN_KT_CHUNK blocks, activation rows in tiles of
- * TERN_KT_TILE_M rearranged on the stack. block_bytes is the weight type's block size. */
+/* Decode's form of a tile: y[j] (+)= dot(weight row w + j * w_stride, the one activation row act)
+ * for j < 4, over n_blocks blocks; each y[j] bit-identical with the tile's for m = 1. */
+typedef void (*tern_avx2_kt_rows4_fn)(const uint8_t *restrict w, size_t w_stride, int64_t n_blocks,
+                                      const tern_avx2_kt_act *restrict act, float *restrict y, int add);
+
+/* A K-quant tern_gemm_fn call out of prep and tile (matmul_avx2.c): weight rows in groups that
+ * stay in L2, k in chunks of TERN_KT_CHUNK blocks, activation rows in tiles of TERN_KT_TILE_M
+ * rearranged on the stack; one activation row takes weight rows 4 at a time through rows4.
+ * block_bytes is the weight type's block size. */
 void tern_avx2_gemm_kt(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                        const void *restrict x, size_t x_stride, int64_t m, float *restrict y, int64_t y_stride,
-                       size_t block_bytes, tern_avx2_kt_prep_fn prep, tern_avx2_kt_tile_fn tile);
+                       size_t block_bytes, tern_avx2_kt_prep_fn prep, tern_avx2_kt_tile_fn tile,
+                       tern_avx2_kt_rows4_fn rows4);
 
 /* The rearrangements of matmul_k_avx2.c, for Q4_K/Q5_K and Q6_K weights. */
 void tern_avx2_kt_prep_q4k(const uint8_t *restrict x, tern_avx2_kt_act *restrict out);

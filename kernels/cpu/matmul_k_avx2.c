@@ -219,7 +219,7 @@ static void gemm_q4_k(int64_t k, const void *restrict w, size_t w_stride, int64_
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                       int64_t y_stride) {
     tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
-                      tern_avx2_kt_prep_q4k, kt_tile_q4k);
+                      tern_avx2_kt_prep_q4k, kt_tile_q4k, kt_rows4_q4k);
 }
 static void gemm_q5_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
@@ -231,7 +231,7 @@ static void gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                       int64_t y_stride) {
     tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q6_k),
-                      tern_avx2_kt_prep_q6k, kt_tile_q6k);
+                      tern_avx2_kt_prep_q6k, kt_tile_q6k, kt_rows4_q6k);
 }
 
 void tern_cpu_avx2_fill_k_quants(tern_cpu_kernels *k) {

@@ -282,7 +282,7 @@ void tern_avx512_gemm_q4_k(int64_t k, const void *restrict w, size_t w_stride, i
     if (m < KP_MIN_M || !gemm_kp(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
                                  tern_avx2_kt_prep_q4k, kp_unpack_q4k, kp_tile_q4k))
         tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q4_k),
-                          tern_avx2_kt_prep_q4k, kt_tile_q4k);
+                          tern_avx2_kt_prep_q4k, kt_tile_q4k, kt_rows4_q4k);
 }
 void tern_avx512_gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                       const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
@@ -290,7 +290,7 @@ void tern_avx512_gemm_q6_k(int64_t k, const void *restrict w, size_t w_stride, i
     if (m < KP_MIN_M || !gemm_kp(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q6_k),
                                  tern_avx2_kt_prep_q6k, kp_unpack_q6k, kp_tile_q6k))
         tern_avx2_gemm_kt(k, w, w_stride, n_rows, x, x_stride, m, y, y_stride, sizeof(tern_block_q6_k),
-                          tern_avx2_kt_prep_q6k, kt_tile_q6k);
+                          tern_avx2_kt_prep_q6k, kt_tile_q6k, kt_rows4_q6k);
 }
 
 void tern_cpu_kernels_fill_avx512vnni(tern_cpu_kernels *k) {

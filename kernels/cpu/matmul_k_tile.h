@@ -153,6 +153,65 @@ static TERN_AVX2_INLINE void q6k_kt_rows(const uint8_t *restrict w, int64_t n_bl
     }
 }
 
+/* ---- decode: 4 weight rows against one activation row ----
+ *
+ * The tiles with m = 1 take a call, a reduction and a store per weight row: for rows of 1024
+ * elements (4 blocks: qwen3-0.6b's) that was about a tenth of the row's time (docs/benchmarks.md).
+ * Here 4 rows share them, and their blocks go side by side, 4 independent sums for the core to
+ * overlap. Each row's arithmetic is the tile's, and the reduction keeps tern_avx2_hsum's order
+ * ((s0 + s2) + (s1 + s3) of the halves' sum s), so every y is the tile's bit for bit. */
+
+/* y[j] (+)= the horizontal sum of acc[j], j < 4. */
+static TERN_AVX2_INLINE void kt_store4(const __m256 acc[4], float *restrict y, int add) {
+    __m128 s0 = _mm_add_ps(_mm256_castps256_ps128(acc[0]), _mm256_extractf128_ps(acc[0], 1));
+    __m128 s1 = _mm_add_ps(_mm256_castps256_ps128(acc[1]), _mm256_extractf128_ps(acc[1], 1));
+    __m128 s2 = _mm_add_ps(_mm256_castps256_ps128(acc[2]), _mm256_extractf128_ps(acc[2], 1));
+    __m128 s3 = _mm_add_ps(_mm256_castps256_ps128(acc[3]), _mm256_extractf128_ps(acc[3], 1));
+    _MM_TRANSPOSE4_PS(s0, s1, s2, s3); /* s_e: element e of the four rows' sums */
+    const __m128 v = _mm_add_ps(_mm_add_ps(s0, s2), _mm_add_ps(s1, s3));
+    _mm_storeu_ps(y, add ? _mm_add_ps(_mm_loadu_ps(y), v) : v);
+}
+
+static void kt_rows4_q4k(const uint8_t *restrict w, size_t w_stride, int64_t n_blocks,
+                         const tern_avx2_kt_act *restrict act, float *restrict y, int add) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const tern_avx2_kt_act *a = act + b;
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *blk = w + (size_t)j * w_stride + (size_t)b * sizeof(tern_block_q4_k);
+            tern_avx2_prefetch_block(blk, sizeof(tern_block_q4_k));
+            __m256i lo[4], hi[4], sc, s_lo, s_hi;
+            __m256 mins;
+            float d1;
+            kt4_unpack(blk, lo, hi, &sc, &mins, &d1);
+            kt4_totals(lo, hi, a, &s_lo, &s_hi);
+            acc[j] = kt4_accumulate(acc[j], s_lo, s_hi, sc, mins,
+                                    _mm256_mul_ps(_mm256_set1_ps(d1), _mm256_broadcast_ss(&a->d)), a);
+        }
+    }
+    kt_store4(acc, y, add);
+}
+
+static void kt_rows4_q6k(const uint8_t *restrict w, size_t w_stride, int64_t n_blocks,
+                         const tern_avx2_kt_act *restrict act, float *restrict y, int add) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const tern_avx2_kt_act *a = act + b;
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *blk = w + (size_t)j * w_stride + (size_t)b * sizeof(tern_block_q6_k);
+            tern_avx2_prefetch_block(blk, sizeof(tern_block_q6_k));
+            __m256i v[8];
+            __m256 sc_a, sc_b;
+            kt6_unpack(blk, v, &sc_a, &sc_b);
+            const __m256i s_a = kt6_sum(v, a->q, a->aux[0]), s_b = kt6_sum(v + 4, a->q + 4, a->aux[1]);
+            acc[j] = kt6_accumulate(acc[j], s_a, s_b, sc_a, sc_b, a);
+        }
+    }
+    kt_store4(acc, y, add);
+}
+
 /* The row count is a constant in each call, so each gets its own register allocation. Measured
  * (bench_kernels, Q4_K/Q6_K m = 128): tiles of 8 rows beat 4, 6, 12 and 16 (more rows spill the
  * weight vectors, fewer repeat the unpacking). */

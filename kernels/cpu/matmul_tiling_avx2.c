@@ -34,7 +34,7 @@ void tern_avx2_gemm_tiled(int64_t k, const void *restrict w, size_t w_stride, in
 void tern_avx2_gemm_kt(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,
                        const void *restrict x, size_t x_stride, int64_t m, float *restrict y,
                        int64_t y_stride, size_t block_bytes, tern_avx2_kt_prep_fn prep,
-                       tern_avx2_kt_tile_fn tile) {
+                       tern_avx2_kt_tile_fn tile, tern_avx2_kt_rows4_fn rows4) {
     _Alignas(32) tern_avx2_kt_act act[TERN_KT_TILE_M * TERN_KT_CHUNK];
     const uint8_t *wb = w, *xb = x;
     const int64_t n_blocks = k / TERN_QK_K;
@@ -55,7 +55,11 @@ void tern_avx2_gemm_kt(int64_t k, const void *restrict w, size_t w_stride, int64
                     for (int64_t b = 0; b < nb; b++)
                         prep(xb + (size_t)(i0 + i) * x_stride + (size_t)(b0 + b) * sizeof(tern_block_q8_k),
                              &act[i * TERN_KT_CHUNK + b]);
-                for (int64_t r = r0; r < r1; r++)
+                int64_t r = r0;
+                if (m == 1)
+                    for (; r + 4 <= r1; r += 4)
+                        rows4(wb + (size_t)r * w_stride + (size_t)b0 * block_bytes, w_stride, nb, act, y + r, b0 > 0);
+                for (; r < r1; r++)
                     tile(wb + (size_t)r * w_stride + (size_t)b0 * block_bytes, nb, act, rows,
                          y + i0 * y_stride + r, y_stride, b0 > 0);
             }
