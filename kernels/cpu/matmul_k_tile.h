@@ -172,44 +172,46 @@ static TERN_AVX2_INLINE void kt_store4(const __m256 acc[4], float *restrict y, i
     _mm_storeu_ps(y, add ? _mm_add_ps(_mm_loadu_ps(y), v) : v);
 }
 
-static void kt_rows4_q4k(const uint8_t *restrict w, size_t w_stride, int64_t n_blocks,
-                         const tern_avx2_kt_act *restrict act, float *restrict y, int add) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t b = 0; b < n_blocks; b++) {
-        const tern_avx2_kt_act *a = act + b;
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            const uint8_t *blk = w + (size_t)j * w_stride + (size_t)b * sizeof(tern_block_q4_k);
-            tern_avx2_prefetch_block(blk, sizeof(tern_block_q4_k));
-            __m256i lo[4], hi[4], sc, s_lo, s_hi;
-            __m256 mins;
-            float d1;
-            kt4_unpack(blk, lo, hi, &sc, &mins, &d1);
-            kt4_totals(lo, hi, a, &s_lo, &s_hi);
-            acc[j] = kt4_accumulate(acc[j], s_lo, s_hi, sc, mins,
-                                    _mm256_mul_ps(_mm256_set1_ps(d1), _mm256_broadcast_ss(&a->d)), a);
-        }
+/* acc + what one weight block (at blk) adds against activation block a: the tiles' arithmetic for
+ * one row (q6 picks the type). */
+static TERN_AVX2_INLINE __m256 kt_block_m1(__m256 acc, const uint8_t *restrict blk, const tern_avx2_kt_act *a,
+                                           const int q6) {
+    if (q6) {
+        __m256i v[8];
+        __m256 sc_a, sc_b;
+        kt6_unpack(blk, v, &sc_a, &sc_b);
+        const __m256i s_a = kt6_sum(v, a->q, a->aux[0]), s_b = kt6_sum(v + 4, a->q + 4, a->aux[1]);
+        return kt6_accumulate(acc, s_a, s_b, sc_a, sc_b, a);
     }
-    kt_store4(acc, y, add);
+    __m256i lo[4], hi[4], sc, s_lo, s_hi;
+    __m256 mins;
+    float d1;
+    kt4_unpack(blk, lo, hi, &sc, &mins, &d1);
+    kt4_totals(lo, hi, a, &s_lo, &s_hi);
+    return kt4_accumulate(acc, s_lo, s_hi, sc, mins, _mm256_mul_ps(_mm256_set1_ps(d1), _mm256_broadcast_ss(&a->d)),
+                          a);
 }
 
-static void kt_rows4_q6k(const uint8_t *restrict w, size_t w_stride, int64_t n_blocks,
-                         const tern_avx2_kt_act *restrict act, float *restrict y, int add) {
+static TERN_AVX2_INLINE void kt_rows4(const uint8_t *restrict w, size_t w_stride, int64_t n_blocks,
+                                      const tern_avx2_kt_act *restrict act, float *restrict y, int add, const int q6) {
+    const size_t block_bytes = q6 ? sizeof(tern_block_q6_k) : sizeof(tern_block_q4_k);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t b = 0; b < n_blocks; b++) {
-        const tern_avx2_kt_act *a = act + b;
+    for (int64_t b = 0; b < n_blocks; b++)
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            const uint8_t *blk = w + (size_t)j * w_stride + (size_t)b * sizeof(tern_block_q6_k);
-            tern_avx2_prefetch_block(blk, sizeof(tern_block_q6_k));
-            __m256i v[8];
-            __m256 sc_a, sc_b;
-            kt6_unpack(blk, v, &sc_a, &sc_b);
-            const __m256i s_a = kt6_sum(v, a->q, a->aux[0]), s_b = kt6_sum(v + 4, a->q + 4, a->aux[1]);
-            acc[j] = kt6_accumulate(acc[j], s_a, s_b, sc_a, sc_b, a);
+            const uint8_t *blk = w + (size_t)j * w_stride + (size_t)b * block_bytes;
+            tern_avx2_prefetch_block(blk, block_bytes);
+            acc[j] = kt_block_m1(acc[j], blk, act + b, q6);
         }
-    }
     kt_store4(acc, y, add);
+}
+static void kt_rows4_q4k(const uint8_t *restrict w, size_t w_stride, int64_t n_blocks,
+                         const tern_avx2_kt_act *restrict act, float *restrict y, int add) {
+    kt_rows4(w, w_stride, n_blocks, act, y, add, 0);
+}
+static void kt_rows4_q6k(const uint8_t *restrict w, size_t w_stride, int64_t n_blocks,
+                         const tern_avx2_kt_act *restrict act, float *restrict y, int add) {
+    kt_rows4(w, w_stride, n_blocks, act, y, add, 1);
 }
 
 /* The row count is a constant in each call, so each gets its own register allocation. Measured
