@@ -157,9 +157,11 @@ static TERN_AVX2_INLINE void q6k_kt_rows(const uint8_t *restrict w, int64_t n_bl
  *
  * The tiles with m = 1 take a call, a reduction and a store per weight row: for rows of 1024
  * elements (4 blocks: qwen3-0.6b's) that was about a tenth of the row's time (docs/benchmarks.md).
- * Here 4 rows share them, and their blocks go side by side, 4 independent sums for the core to
- * overlap. Each row's arithmetic is the tile's, and the reduction keeps tern_avx2_hsum's order
- * ((s0 + s2) + (s1 + s3) of the halves' sum s), so every y is the tile's bit for bit. */
+ * Here 4 rows share them. The rows are still read one after the other: with their blocks side by
+ * side, the prefetch a fixed distance ahead (tern_avx2_prefetch_block) fell in the rows being read
+ * and decode ran 1.7x slower (kbench). Each row's arithmetic is the tile's, and the reduction keeps
+ * tern_avx2_hsum's order ((s0 + s2) + (s1 + s3) of the halves' sum s), so every y is the tile's bit
+ * for bit. */
 
 /* y[j] (+)= the horizontal sum of acc[j], j < 4. */
 static TERN_AVX2_INLINE void kt_store4(const __m256 acc[4], float *restrict y, int add) {
@@ -196,9 +198,9 @@ static TERN_AVX2_INLINE void kt_rows4(const uint8_t *restrict w, size_t w_stride
                                       const tern_avx2_kt_act *restrict act, float *restrict y, int add, const int q6) {
     const size_t block_bytes = q6 ? sizeof(tern_block_q6_k) : sizeof(tern_block_q4_k);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t b = 0; b < n_blocks; b++)
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < 4; j++)
+        for (int64_t b = 0; b < n_blocks; b++) {
             const uint8_t *blk = w + (size_t)j * w_stride + (size_t)b * block_bytes;
             tern_avx2_prefetch_block(blk, block_bytes);
             acc[j] = kt_block_m1(acc[j], blk, act + b, q6);
