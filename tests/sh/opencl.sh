@@ -27,6 +27,8 @@ fi
 
 . tests/support/checks.sh
 export XDG_CACHE_HOME=$tmp/cache
+# PoCL's compiled kernels, for the local-memory check after the golden tests
+export POCL_CACHE_DIR=$tmp/pocl
 # Under AddressSanitizer (make asan): PoCL compiles kernels with LLVM, which keeps allocations
 # until exit on purpose; those are not ours. (No C++ is ours either.)
 suppress_pocl_leaks
@@ -64,6 +66,22 @@ if TERN_TEST_BACKEND=opencl "$BUILD/tests/test_golden_arch" >"$tmp/golden_arch" 
 else
     fail "golden tests of qwen3, gemma2, phi3, granite on the OpenCL backend"
     tail -20 "$tmp/golden_arch"
+fi
+# Local memory is per work-group. PoCL (3.1 here) gives each work-group its own copy only of the
+# __local arrays a kernel's own body names; when LLVM rewrote a helper that got the same __local
+# array in every call to name the kernel's array itself, that array became one static shared by
+# all of PoCL's threads (a symbol of type b in the kernel's .so), and work-groups running at once
+# overwrote each other's sums (docs/opencl.md). So no compiled kernel may hold such a symbol.
+if command -v nm >/dev/null && [ -d "$POCL_CACHE_DIR" ]; then
+    find "$POCL_CACHE_DIR" -name '*.so' >"$tmp/kernel_objects"
+    shared=$(xargs -r nm <"$tmp/kernel_objects" 2>/dev/null | grep -E ' [bB] ' | sort -u)
+    if [ ! -s "$tmp/kernel_objects" ]; then
+        echo "!!!! the local-memory check skipped: PoCL left no kernel objects in \$POCL_CACHE_DIR"
+    elif [ -z "$shared" ]; then
+        ok "no kernel's local memory is shared between work-groups ($(wc -l <"$tmp/kernel_objects") kernel objects)"
+    else
+        fail "kernels whose local arrays PoCL made static (shared by its threads): $(echo $shared | head -c 300)"
+    fi
 fi
 expect_says "info --devices lists the devices and the pick" 0 "auto picks:" "$TERN" info --devices
 expect_says "forced OpenCL runs" 0 "backend  opencl (" "$TERN" "${run[@]}" --backend opencl
