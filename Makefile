@@ -51,6 +51,9 @@ TEST_SUPPORT_SRC := $(wildcard tests/support/*.c) tools/env_params.c
 TEST_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SUPPORT_SRC))
 TEST_SRC    := $(wildcard tests/test_*.c)
 TEST_BIN    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+# Measurement programs (tests/bench_*.c): built by make check so they keep up with the library,
+# never run by it.
+BENCH_BIN   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/bench_*.c))
 
 LIB         := $(BUILD)/libtern.a
 TERN        := $(BUILD)/tern
@@ -100,7 +103,7 @@ setup: deps models
 
 # ---- tests ------------------------------------------------------------------------------------
 # Every tests/test_*.c is one cmocka executable; tests/run.sh runs them all plus the shell tests.
-check: all $(TEST_BIN)
+check: all $(TEST_BIN) $(BENCH_BIN)
 	@BUILD=$(BUILD) bash tests/run.sh
 
 # CI's command: set-up, every test, the suite again under ASan + UBSan, then each fuzz harness

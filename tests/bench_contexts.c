@@ -3,11 +3,10 @@
  * model). Loads MODEL, creates a context, evaluates 4 tokens, creates a second one with the same
  * settings and does the same, and prints each context's creation time and the process's resident
  * memory it added, and whether the two gave the same logits. Not a test (the name does not match
- * tests/test_*.c); build it by hand:
+ * tests/test_*.c): make check builds it and never runs it:
  *
- *   make lib && cc -Iinclude -I. -D_GNU_SOURCE -std=c11 -O2 -g -pthread tests/bench_contexts.c \
- *       build/libtern.a -lm -ldl -pthread -o build/bench_contexts
- *   build/bench_contexts MODEL.gguf cpu|cpu-copy|opencl [CACHE_DIR]
+ *   make build/tests/bench_contexts
+ *   build/tests/bench_contexts MODEL.gguf cpu|cpu-copy|opencl [CACHE_DIR]
  *
  * opencl takes any device (PoCL's CPU one too) and keeps compiled programs in CACHE_DIR, so that
  * a run measures the upload rather than the compiler.

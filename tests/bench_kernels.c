@@ -1,10 +1,10 @@
 /*
  * bench_kernels: speed of the CPU gemm kernels against the machine's read bandwidth (the decode
- * roofline). Not a test (the name does not match tests/test_*.c); build it by hand:
+ * roofline). Not a test (the name does not match tests/test_*.c): make check builds it (so it
+ * keeps up with the library) and never runs it:
  *
- *   make lib && cc -Iinclude -I. -D_GNU_SOURCE -std=c11 -O2 -g -pthread tests/bench_kernels.c \
- *       build/libtern.a -lm -ldl -pthread -o build/bench_kernels
- *   build/bench_kernels [--isa ref,avx2] [--types Q4_K,Q6_K] [--ms 1,64,256,512] [--threads 2]
+ *   make build/tests/bench_kernels
+ *   build/tests/bench_kernels [--isa ref,avx2] [--types Q4_K,Q6_K] [--ms 1,64,256,512] [--threads 2]
  *                       [--max-ref-m 64] [--no-bw] [--hot] [--ops]
  *
  * Reports, per ISA table, weight type, shape (n_rows x k) and activation rows m: the median time
@@ -270,9 +270,12 @@ static void ops_run(void *arg, int thread, int n_threads, int rep) {
     case 1:
         k->rope(j->c, OPS_HEADS, OPS_DIM, OPS_DIM, j->cos_sin, 1);
         break;
-    case 2:
-        k->attn_head(OPS_DIM, OPS_DIM, OPS_KV, j->a, j->kc, OPS_DIM, j->vc, OPS_DIM, 0.088f, j->b, j->c);
+    case 2: {
+        const tern_kv_rows kr = {j->kc, OPS_DIM * sizeof(uint16_t), TERN_TYPE_F16},
+                           vr = {j->vc, OPS_DIM * sizeof(uint16_t), TERN_TYPE_F16};
+        k->attn_head(OPS_DIM, OPS_DIM, OPS_KV, j->a, &kr, &vr, 0.088f, j->b, j->c);
         break;
+    }
     case 3:
         k->silu_mul(OPS_N, j->a, j->b, j->c);
         break;
