@@ -5,9 +5,10 @@
  *
  *   make build/tests/bench_kernels
  *   build/tests/bench_kernels [--isa ref,avx2] [--types Q4_K,Q6_K] [--ms 1,64,256,512] [--threads 2]
- *                       [--max-ref-m 64] [--no-bw] [--hot] [--ops]
+ *                       [--shapes 3072x1024,1024x3072] [--max-ref-m 64] [--no-bw] [--hot] [--ops]
  *
- * Reports, per ISA table, weight type, shape (n_rows x k) and activation rows m: the median time
+ * Reports, per ISA table, weight type, shape (n_rows x k; a 7B layer's by default, --shapes
+ * ROWSxK,... for others, k a multiple of 256) and activation rows m: the median time
  * of one gemm call, GB/s of weight bytes read and GFLOP/s (2 n_rows k m / time), for the median
  * and for the fastest repetition. m = 1 (decode)
  * cycles through copies of the weights totalling more than the last-level cache, so it measures
@@ -336,7 +337,9 @@ static uint32_t type_by_name(const char *name) {
 }
 
 int main(int argc, char **argv) {
-    char isa_buf[256] = "ref,avx2", type_buf[256] = "Q4_K,Q6_K", m_buf[256] = "1,64,128,256,512";
+    /* shapes of a 7B llama layer: q/k/v/o (4096 x 4096), gate/up (11008 x 4096), down (4096 x 11008) */
+    char isa_buf[256] = "ref,avx2", type_buf[256] = "Q4_K,Q6_K", m_buf[256] = "1,64,128,256,512",
+         shape_buf[256] = "4096x4096,11008x4096,4096x11008";
     int n_threads = 2, bw = 1, hot = 0, ops = 0;
     long max_ref_m = 64;
     for (int i = 1; i < argc; i++) {
@@ -351,8 +354,8 @@ int main(int argc, char **argv) {
         }
         if (!v) {
             fprintf(stderr,
-                    "usage: %s [--isa LIST] [--types LIST] [--ms LIST] [--threads N] [--max-ref-m M] "
-                    "[--no-bw] [--hot] [--ops]\n",
+                    "usage: %s [--isa LIST] [--types LIST] [--ms LIST] [--threads N] [--shapes RxK,...] "
+                    "[--max-ref-m M] [--no-bw] [--hot] [--ops]\n",
                     argv[0]);
             return 2;
         }
@@ -363,6 +366,8 @@ int main(int argc, char **argv) {
             snprintf(type_buf, sizeof type_buf, "%s", v);
         else if (strcmp(a, "--ms") == 0)
             snprintf(m_buf, sizeof m_buf, "%s", v);
+        else if (strcmp(a, "--shapes") == 0)
+            snprintf(shape_buf, sizeof shape_buf, "%s", v);
         else if (strcmp(a, "--threads") == 0)
             n_threads = atoi(v) > 0 ? atoi(v) : 1;
         else if (strcmp(a, "--max-ref-m") == 0)
@@ -372,17 +377,24 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    char *isas[8], *types[16], *ms[16];
+    char *isas[8], *types[16], *ms[16], *shape_names[16];
     const int n_isa = split_list(isa_buf, isas, 8), n_types = split_list(type_buf, types, 16),
-              n_ms = split_list(m_buf, ms, 16);
+              n_ms = split_list(m_buf, ms, 16), n_shapes = split_list(shape_buf, shape_names, 16);
+    int64_t shapes[16][2];
+    for (int s = 0; s < n_shapes; s++) {
+        long long rows = 0, k = 0;
+        if (sscanf(shape_names[s], "%lldx%lld", &rows, &k) != 2 || rows < 1 || k < 256 || k % 256) {
+            fprintf(stderr, "--shapes: '%s' is not ROWSxK with K a multiple of 256\n", shape_names[s]);
+            return 2;
+        }
+        shapes[s][0] = rows, shapes[s][1] = k;
+    }
 
     for (int t = 1; bw && t <= n_threads; t = t < n_threads ? n_threads : t + 1) {
         const bench_time b = read_bandwidth(t);
         printf("read bandwidth, 1 GiB, tern_memread, %d thread%s: median %.2f GB/s, best %.2f GB/s\n", t,
                t > 1 ? "s" : "", b.median, b.best);
     }
-    /* shapes of a 7B llama layer: q/k/v/o (4096 x 4096), gate/up (11008 x 4096), down (4096 x 11008) */
-    static const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
     for (int a = 0; a < n_isa; a++) {
         tern_cpu_kernels kt;
         tern_error err = {0};
@@ -400,7 +412,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "unknown or unsupported type %s\n", types[t]);
                 continue;
             }
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int s = 0; s < n_shapes; s++)
                 for (int i = 0; i < n_ms; i++) {
                     const long m = atol(ms[i]);
                     if (m < 1 || (strcmp(kt.isa, "ref") == 0 && m > max_ref_m))
