@@ -61,7 +61,8 @@ TERN        := $(BUILD)/tern
 # Per-ISA flags: only the files of that ISA are built with them.
 $(BUILD)/%_avx2.o:         ISA_FLAGS := -mavx2 -mfma -mf16c
 $(BUILD)/%_avx512.o:       ISA_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
-$(BUILD)/%_amx.o:          ISA_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mamx-tile -mamx-int8
+X86_AMX_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mamx-tile -mamx-int8
+$(BUILD)/%_amx.o:          ISA_FLAGS := $(X86_AMX_FLAGS)
 $(BUILD)/%_neon_dotprod.o: ISA_FLAGS := -march=armv8.2-a+dotprod+fp16
 # i8mm on the v8.2 base, not -march=armv8.6-a, which promises more: Neoverse V1 has i8mm on ARMv8.4-A
 $(BUILD)/%_neon_i8mm.o:    ISA_FLAGS := -march=armv8.2-a+dotprod+fp16+i8mm
@@ -92,7 +93,20 @@ $(TERN): $(TOOL_OBJ) $(LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJ) $(LIB)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_EXTRA_OBJ) $(TEST_SUPPORT_OBJ) $(LIB) $(LDLIBS) -lcmocka
+
+# test_kernels also runs the amx table's code where the CPU has no AMX: matmul_amx.c built a second
+# time with the tile instructions modelled in C (tests/support/amx_emulation.h), x86-64 only.
+ifeq ($(ARCH),x86_64)
+AMX_EMULATED_OBJ := $(BUILD)/tests/amx_emulated.o
+$(AMX_EMULATED_OBJ): kernels/cpu/matmul_amx.c tests/support/amx_emulation.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(patsubst -mamx%,,$(X86_AMX_FLAGS)) -include tests/support/amx_emulation.h \
+	  -Dtern_cpu_kernels_fill_amx=tern_cpu_kernels_fill_amx_emulated -c $< -o $@
+$(BUILD)/tests/test_kernels: TEST_EXTRA_OBJ := $(AMX_EMULATED_OBJ)
+$(BUILD)/tests/test_kernels: $(AMX_EMULATED_OBJ)
+$(BUILD)/tests/test_kernels.o: CPPFLAGS += -DTERN_TEST_AMX_EMULATED
+endif
 
 # ---- set-up: packages and models (tools/setup.sh says what and why) --------------------------
 deps:

@@ -38,9 +38,34 @@ static const char *const isa_names[] = {"ref", "avx2", "avx512vnni", "amx", "neo
 #define N_ISA (sizeof isa_names / sizeof isa_names[0])
 
 typedef struct fixture {
-    tern_cpu_kernels tables[N_ISA];
+    tern_cpu_kernels tables[N_ISA + 1];
     int n;
 } fixture;
+
+#ifdef TERN_TEST_AMX_EMULATED
+/* kernels/cpu/matmul_amx.c with the tile instructions modelled in C (tests/support/amx_emulation.h; the
+ * Makefile builds it for this program): where the CPU runs avx512vnni but not amx, the amx table's code
+ * is tested through it, so a change to the tile kernels is tested on every x86-64 CI machine. */
+void tern_cpu_kernels_fill_amx_emulated(tern_cpu_kernels *k);
+
+static void add_amx_emulated(fixture *f) {
+    bool have_amx = false, have_vnni = false;
+    for (int t = 0; t < f->n; t++) {
+        have_amx = have_amx || strcmp(f->tables[t].isa, "amx") == 0;
+        have_vnni = have_vnni || strcmp(f->tables[t].isa, "avx512vnni") == 0;
+    }
+    if (have_amx || !have_vnni)
+        return;
+    tern_cpu_kernels_fill_amx_emulated(&f->tables[f->n]);
+    f->tables[f->n].isa = "amx-emulated";
+    print_message("testing kernel table 'amx-emulated' (the tile instructions modelled in C)\n");
+    f->n++;
+}
+#else
+static void add_amx_emulated(fixture *f) {
+    (void)f;
+}
+#endif
 
 static int setup_tables(void **state) {
     fixture *f = calloc(1, sizeof *f);
@@ -66,6 +91,7 @@ static int setup_tables(void **state) {
             return -1;
         }
     }
+    add_amx_emulated(f);
     *state = f;
     return 0;
 }

@@ -16,20 +16,25 @@
  *    trick is needed.
  *  - C: activation row x weight row, so each C row is 16 consecutive outputs of y.
  *
- * The K extent of a multiply is the type's scale granularity, so that each C holds one sub-block's
- * exact integer sums: 32 for Q4_K (sub-blocks of 32) and the 32-element formats (one block), 16 for
- * Q6_K. Each C then meets its scales in f32 (C rows converted, times the 16 weight rows' scales):
+ * Q4_K sums a whole unit of 256 in the tile unit. Its sub-block scales sc_t (0..63) are split as
+ * 8 a_t + b_t (a_t, b_t 0..7), so that the weight levels times either part fit int8 (<= 105), and its
+ * mins mn_t (0..63) are a third B operand spread over each sub-block's elements; three C tiles then hold,
+ * exactly, S_a = sum a_t q x, S_b = sum b_t q x and S_m = sum mn_t x over the unit (4 multiplies of
+ * K = 64 each), met once per unit in f32:
  *
- *    Q4_K, Q6_K: y[i][n] += d_a[i] * (sum_t S_t[i][n] * d[n] sc_t[n] - dmin[n] * sum_t mn_t[n] B_t[i])
+ *    Q4_K:       y[i][n] += d_a[i] * (d[n] * (8 S_a + S_b)[i][n] - dmin[n] * S_m[i][n])
+ *
+ * The other types keep K at their scale granularity (16 for Q6_K, 32 for the 32-element formats, one
+ * block), so that each C holds one sub-block's exact integer sums, met by its scales in f32:
+ *
+ *    Q6_K:       y[i][n] += d_a[i] * sum_t S_t[i][n] * d[n] sc_t[n]
  *    32-element: y[i][n] += d_a[i][b] * (d[n][b] * S_b[i][n] + m[n][b] * A_b[i])
  *
  * with m the offset of Q4_1 and Q5_1 (0 for the others) and A_b[i] the sum of activation row i's levels
  * in block b. A_b comes from the tile unit too: the A tile times a B tile of ones (tile 6, loaded once per
  * call) gives A_b[i] in every column of row i of a C tile (tile 7), a broadcast ready for the f32 step.
- *
- * where B_t are the Q8_K bsums of sub-block t (two of 16): their int32 sums with the mins are one
- * vpdpwssd per sub-block (the pair of bsums times (mn, mn)). The integer sums are matmul_ref.c's; only
- * the order of f32 operations differs.
+ * The integer sums are matmul_ref.c's (Q4_K's 8 S_a + S_b is its sum_t sc_t S_t); only the order of f32
+ * operations differs.
  *
  * Tile configuration: loaded at the start of every gemm call and released at its end (tilerelease), not
  * once per thread. A call does at least 16 x 16 x 256 multiplies against one ldtilecfg; Q6_K and the other
@@ -37,12 +42,16 @@
  * between calls would have its 8 KiB of tile data saved at every context switch.
  *
  * Blocking: weight rows in groups of 16 (a group past the last weight row is padded with zero rows, whose
- * outputs are never stored), k in chunks of AMX_CHUNK units of 256 elements; per group and chunk the
- * panel (23 KiB, for L1) is unpacked once and every tile of 16 activation rows passes over it. Within a
- * tile, the two C tiles alternate over a unit's sub-tiles (C in tiles 0 and 1, A in 2 and 3, B in 4 and 5)
- * and are stored to a buffer; the next unit's multiplies are issued before this unit's sums are scaled, so
- * the tile unit and the vector units work at the same time. A call takes about 56 KiB of stack (the panel
+ * outputs are never stored), k in chunks of AMX_CHUNK units of 256 elements (Q4_K: AMX_CHUNK_Q4K, its
+ * units being three panels); per group and chunk the panel (16-24 KiB used, for L1) is unpacked once and
+ * every tile of 16 activation rows passes over it. Within a tile, the two C tiles alternate over a unit's
+ * sub-tiles (C in tiles 0 and 1, A in 2 and 3, B in 4 and 5; Q4_K: C in 0-2, A in 3, B in 4-6) and are
+ * stored to a buffer; the next unit's multiplies are issued before this unit's sums are scaled, so the
+ * tile unit and the vector units work at the same time. A call takes about 72 KiB of stack (the panel
  * and two units' C buffers), nothing from the heap.
+ *
+ * tests/support/amx_emulation.h models the tile instructions in C, so test_kernels runs this file's code
+ * on x86-64 CPUs without AMX too.
  */
 #include "kernels/cpu/avx2.h"
 
@@ -59,6 +68,8 @@
 #ifndef AMX_CHUNK
 #define AMX_CHUNK 4 /* units per panel (-D overrides it; 2 and 8 measured in docs/kernels.md) */
 #endif
+/* Q4_K's units per panel: three panels a unit (12 KiB) instead of one, so that a chunk stays within L1. */
+#define AMX_CHUNK_Q4K 2
 /* Activation rows from which the tiles are used; below, one tile would be mostly empty. */
 #define AMX_MIN_M 16
 
@@ -73,15 +84,21 @@ static TERN_AVX2_INLINE int amx_has_offset(const enum amx_format f) {
  *   512 * (e / 32) + 256 * (e % 32 / 16) + 64 * (e % 16 / 4) + 4 * n + e % 4,
  * so the 512 bytes of each 32 elements are one B tile of 8 rows (K = 32), and each 256 bytes of 16
  * elements one of 4 rows (K = 16, Q6_K). scale[u][t] holds the 16 rows' scales of sub-tile t (Q4_K and
- * Q6_K: d * sc_t; 32-element formats: block t's d); Q4_K's mins[u][t] hold mn_t in both int16 halves
- * (for vpdpwssd with a pair of bsums) and dmin[u] the rows' dmin; offset[u][t] holds block t's m (Q4_1,
- * Q5_1; 0 for the other 32-element formats). */
+ * Q6_K: d * sc_t; 32-element formats: block t's d); offset[u][t] holds block t's m (Q4_1, Q5_1; 0 for the
+ * other 32-element formats). Q4_K splits each sub-block's scale sc_t (0..63) as 8 a_t + b_t (a_t, b_t 0..7)
+ * so that every product level fits int8 (a_t q, b_t q <= 105): b[u] holds a_t q, b_lo[u] b_t q and b_min[u]
+ * the sub-block's min mn_t, in the same order; d[u] and dmin[u] the rows' d and dmin. 8 K = 64 B tiles of
+ * those three then sum a whole unit exactly in the tile unit (amx_unit_q4k). */
 typedef struct amx_panel {
     _Alignas(64) int8_t b[AMX_CHUNK][AMX_UNIT * AMX_TILE_N];
     _Alignas(64) float scale[AMX_CHUNK][16][AMX_TILE_N];
-    _Alignas(64) int32_t mins[AMX_CHUNK][8][AMX_TILE_N];
-    _Alignas(64) float dmin[AMX_CHUNK][AMX_TILE_N];
     _Alignas(64) float offset[AMX_CHUNK][8][AMX_TILE_N];
+    /* Q4_K (AMX_CHUNK_Q4K units; b holds the a_t q part): */
+    _Alignas(64) int8_t b_lo[AMX_CHUNK_Q4K][AMX_UNIT * AMX_TILE_N];  /* b_t q */
+    _Alignas(64) int8_t b_min[AMX_CHUNK_Q4K][AMX_UNIT * AMX_TILE_N]; /* mn_t in every element of sub-block t */
+    _Alignas(64) uint8_t mn[AMX_CHUNK_Q4K][8][AMX_TILE_N];            /* mn_t of the 16 rows, for b_min */
+    _Alignas(64) float d[AMX_CHUNK_Q4K][AMX_TILE_N];
+    _Alignas(64) float dmin[AMX_CHUNK_Q4K][AMX_TILE_N];
 } amx_panel;
 
 /* The padding rows' source: zero blocks have zero levels and scales (a unit of 8 Q8_0 blocks is the
@@ -113,7 +130,7 @@ static void amx_configure(int ksub) {
         c.rows[t] = is_b ? (uint8_t)(ksub / 4) : AMX_TILE_M;
         c.colsb[t] = t == 2 || t == 3 ? (uint16_t)ksub : 64;
     }
-    _Alignas(64) int8_t ones[AMX_UNIT * 2];
+    _Alignas(64) int8_t ones[16 * 64]; /* B's rows at most */
     memset(ones, 1, sizeof ones);
     amx_memory_barrier();
     _tile_loadconfig(&c);
@@ -134,29 +151,50 @@ static TERN_AVX2_INLINE void amx_store_rows4(const __m256i v[4], int8_t *restric
     }
 }
 
+/* times[a][q] = a q: a Q4_K level times one part of its sub-block's scale, by table lookup (vpshufb). */
+#define AMX_TIMES_ROW(a)                                                                                         \
+    {0 * (a), 1 * (a), 2 * (a), 3 * (a), 4 * (a), 5 * (a), 6 * (a), 7 * (a), 8 * (a), 9 * (a), 10 * (a), 11 * (a), \
+     12 * (a), 13 * (a), 14 * (a), 15 * (a)}
+static const _Alignas(16) uint8_t amx_times[8][16] = {AMX_TIMES_ROW(0), AMX_TIMES_ROW(1), AMX_TIMES_ROW(2),
+                                                       AMX_TIMES_ROW(3), AMX_TIMES_ROW(4), AMX_TIMES_ROW(5),
+                                                       AMX_TIMES_ROW(6), AMX_TIMES_ROW(7)};
+
+static TERN_AVX2_INLINE __m256i amx_times_table(int a) {
+    return _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)amx_times[a]));
+}
+
 /* Rows n..n+3 of unit u from the Q4_K blocks src[j]: chunk c's low nibbles are sub-block 2c, the high
- * ones 2c + 1 (quant/block_q4_k.h). */
+ * ones 2c + 1 (quant/block_q4_k.h); each level goes out as a_t q into b and b_t q into b_lo. */
 static void amx_unpack_q4k(const uint8_t *const src[4], amx_panel *restrict p, int u, int n) {
     const __m256i nibble = _mm256_set1_epi8(0x0F);
-    for (int c = 0; c < 4; c++) {
-        __m256i lo[4], hi[4];
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(src[j] + 16 + 32 * c));
-            lo[j] = _mm256_and_si256(q, nibble);
-            hi[j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
-        }
-        amx_store_rows4(lo, p->b[u] + 512 * (2 * c), n);
-        amx_store_rows4(hi, p->b[u] + 512 * (2 * c + 1), n);
-    }
+    _Alignas(16) uint8_t sm[4][16]; /* sc0..sc7, mn0..mn7 of each row */
     for (int j = 0; j < 4; j++) {
-        uint8_t sm[16]; /* sc0..sc7, mn0..mn7 */
-        _mm_storeu_si128((__m128i *)sm, tern_avx2_k4_scales_mins(src[j] + 4));
-        const float d = tern_avx2_f16(src[j]), dmin = tern_avx2_f16(src[j] + 2);
-        for (int t = 0; t < 8; t++) {
-            p->scale[u][t][n + j] = d * (float)sm[t];
-            p->mins[u][t][n + j] = (int32_t)sm[8 + t] * 0x10001;
+        _mm_store_si128((__m128i *)sm[j], tern_avx2_k4_scales_mins(src[j] + 4));
+        p->d[u][n + j] = tern_avx2_f16(src[j]);
+        p->dmin[u][n + j] = tern_avx2_f16(src[j] + 2);
+        for (int t = 0; t < 8; t++)
+            p->mn[u][t][n + j] = sm[j][8 + t];
+    }
+    for (int t = 0; t < 8; t++) {
+        __m256i hi[4], lo[4];
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(src[j] + 16 + 32 * (t / 2)));
+            const __m256i level = _mm256_and_si256(t % 2 ? _mm256_srli_epi16(q, 4) : q, nibble);
+            hi[j] = _mm256_shuffle_epi8(amx_times_table(sm[j][t] >> 3), level);
+            lo[j] = _mm256_shuffle_epi8(amx_times_table(sm[j][t] & 7), level);
         }
-        p->dmin[u][n + j] = dmin;
+        amx_store_rows4(hi, p->b[u] + 512 * t, n);
+        amx_store_rows4(lo, p->b_lo[u] + 512 * t, n);
+    }
+}
+
+/* Unit u's b_min from its 16 rows' mins: sub-block t's 8 B rows are each mn_t of the 16 columns, 4 times. */
+static void amx_min_panel_q4k(amx_panel *restrict p, int u) {
+    for (int t = 0; t < 8; t++) {
+        const __m512i row = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)p->mn[u][t])),
+                                               _mm512_set1_epi32(0x01010101));
+        for (int r = 0; r < 8; r++)
+            _mm512_store_si512(p->b_min[u] + 512 * t + 64 * r, row);
     }
 }
 
@@ -219,6 +257,9 @@ static void amx_unpack(enum amx_format f, const uint8_t *restrict w, size_t w_st
                 amx_unpack_32(src, amx_format32(f), left < 8 ? (int)left : 8, p, u, n);
             }
         }
+    if (f == AMX_Q4_K)
+        for (int u = 0; u < n_units; u++)
+            amx_min_panel_q4k(p, u);
     amx_memory_barrier();
 }
 
@@ -301,7 +342,44 @@ static TERN_AVX2_INLINE size_t amx_a_first(const enum amx_format f) {
     return f == AMX_Q4_K || f == AMX_Q6_K ? offsetof(tern_block_q8_k, qs) : offsetof(tern_block_q8_0, qs);
 }
 static TERN_AVX2_INLINE size_t amx_a_step(const enum amx_format f) {
-    return f == AMX_Q6_K ? 16 : f == AMX_Q4_K ? 32 : sizeof(tern_block_q8_0);
+    return f == AMX_Q6_K ? 16 : sizeof(tern_block_q8_0); /* (Q4_K: amx_unit_products_q4k) */
+}
+
+/* Q4_K's unit u (xu: its activation levels, 16 rows x_stride apart) into c[0..2]: the exact int32 sums
+ * of the levels times a_t q, b_t q and mn_t over the whole unit, 4 multiplies of K = 64 each (C in tiles
+ * 0-2, A in 3, B in 4-6). */
+static TERN_AVX2_INLINE void amx_unit_products_q4k(const amx_panel *restrict p, int u, const uint8_t *restrict xu,
+                                                   size_t x_stride, int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    for (int s = 0; s < 4; s++) {
+        _tile_loadd(3, xu + offsetof(tern_block_q8_k, qs) + 64 * s, x_stride);
+        _tile_loadd(4, p->b[u] + 1024 * s, 64);
+        _tile_dpbssd(0, 3, 4);
+        _tile_loadd(5, p->b_lo[u] + 1024 * s, 64);
+        _tile_dpbssd(1, 3, 5);
+        _tile_loadd(6, p->b_min[u] + 1024 * s, 64);
+        _tile_dpbssd(2, 3, 6);
+    }
+    _tile_stored(0, c[0], 64);
+    _tile_stored(1, c[1], 64);
+    _tile_stored(2, c[2], 64);
+}
+
+/* out[i] += d_a[i] (d (8 S_a + S_b) - dmin S_mn) for Q4_K's unit u from its sums c[0..2]. */
+static TERN_AVX2_INLINE void amx_unit_scale_q4k(const amx_panel *restrict p, int u,
+                                                const int32_t c[][AMX_TILE_M][AMX_TILE_N],
+                                                const uint8_t *restrict xu, size_t x_stride, __m512 out[AMX_TILE_M]) {
+    const __m512 d = _mm512_load_ps(p->d[u]), dmin = _mm512_load_ps(p->dmin[u]);
+#pragma GCC unroll 16
+    for (int i = 0; i < AMX_TILE_M; i++) {
+        const tern_block_q8_k *a = (const tern_block_q8_k *)(xu + (size_t)i * x_stride);
+        const __m512i levels = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[0][i]), 3),
+                                                _mm512_load_si512(c[1][i]));
+        const __m512 mins = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2][i])), dmin);
+        out[i] = _mm512_fmadd_ps(_mm512_fmsub_ps(_mm512_cvtepi32_ps(levels), d, mins), _mm512_set1_ps(a->d), out[i]);
+    }
 }
 
 /* The n_sub sub-tiles of one unit (xu: its activation levels, 16 rows x_stride apart; b: its panel part)
@@ -350,28 +428,20 @@ static TERN_AVX2_INLINE void amx_unit_scale(const enum amx_format f, const amx_p
         }
         return;
     }
-    __m512 blk[AMX_TILE_M];
+    if (f == AMX_Q4_K) {
+        amx_unit_scale_q4k(p, u, c, xu, x_stride, out);
+        return;
+    }
+    __m512 blk[AMX_TILE_M]; /* Q6_K */
 #pragma GCC unroll 16
     for (int i = 0; i < AMX_TILE_M; i++)
         blk[i] = _mm512_setzero_ps();
     for (int t = 0; t < n_sub; t++)
         amx_scale_k(c[t], p->scale[u][t], blk);
-    const __m512 dmin = _mm512_load_ps(p->dmin[u]);
 #pragma GCC unroll 16
     for (int i = 0; i < AMX_TILE_M; i++) {
         const tern_block_q8_k *a = (const tern_block_q8_k *)(xu + (size_t)i * x_stride);
-        __m512 v = blk[i];
-        if (f == AMX_Q4_K) {
-            __m512i mins = _mm512_setzero_si512();
-#pragma GCC unroll 8
-            for (int t = 0; t < 8; t++) {
-                int32_t pair;
-                memcpy(&pair, &a->bsums[2 * t], sizeof pair);
-                mins = _mm512_dpwssd_epi32(mins, _mm512_set1_epi32(pair), _mm512_load_si512(p->mins[u][t]));
-            }
-            v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), dmin, v);
-        }
-        out[i] = _mm512_fmadd_ps(v, _mm512_set1_ps(a->d), out[i]);
+        out[i] = _mm512_fmadd_ps(blk[i], _mm512_set1_ps(a->d), out[i]);
     }
 }
 
@@ -395,10 +465,15 @@ static TERN_AVX2_INLINE void amx_tile(const enum amx_format f, const amx_panel *
         const int64_t left = n_blocks_32 - 8 * (int64_t)u;
         subs[u] = kq || left >= 8 ? n_sub : (int)left;
     }
-    amx_unit_products(f, p->b[0], x, x_stride, subs[0], c[0]);
+    if (f == AMX_Q4_K)
+        amx_unit_products_q4k(p, 0, x, x_stride, c[0]);
+    else
+        amx_unit_products(f, p->b[0], x, x_stride, subs[0], c[0]);
     for (int u = 0; u < n_units; u++) {
         const uint8_t *next = x + (size_t)(u + 1) * amx_a_unit(f);
-        if (u + 1 < n_units)
+        if (u + 1 < n_units && f == AMX_Q4_K)
+            amx_unit_products_q4k(p, u + 1, next, x_stride, c[(u + 1) % 2]);
+        else if (u + 1 < n_units)
             amx_unit_products(f, p->b[u + 1], next, x_stride, subs[u + 1], c[(u + 1) % 2]);
         amx_unit_scale(f, p, u, subs[u], c[u % 2], x + (size_t)u * amx_a_unit(f), x_stride, rows_off, out);
     }
@@ -417,12 +492,13 @@ static TERN_AVX2_INLINE void amx_gemm(const enum amx_format f, int64_t k, const 
     const __m512i rows_off = _mm512_mullo_epi32(_mm512_set1_epi32((int)x_stride),
                                                 _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
     amx_panel p;
-    amx_configure(f == AMX_Q6_K ? 16 : 32);
+    const int chunk = f == AMX_Q4_K ? AMX_CHUNK_Q4K : AMX_CHUNK;
+    amx_configure(f == AMX_Q6_K ? 16 : f == AMX_Q4_K ? 64 : 32); /* K = 64: every tile 16 x 64 bytes */
     for (int64_t n0 = 0; n0 < n_rows; n0 += AMX_TILE_N) {
         const int n_valid = n_rows - n0 < AMX_TILE_N ? (int)(n_rows - n0) : AMX_TILE_N;
         const __mmask16 valid = (__mmask16)((1u << n_valid) - 1);
-        for (int64_t u0 = 0; u0 < n_units; u0 += AMX_CHUNK) {
-            const int nu = n_units - u0 < AMX_CHUNK ? (int)(n_units - u0) : AMX_CHUNK;
+        for (int64_t u0 = 0; u0 < n_units; u0 += chunk) {
+            const int nu = n_units - u0 < chunk ? (int)(n_units - u0) : chunk;
             amx_unpack(f, w, w_stride, n0, n_valid, u0, nu, blocks_32, &p);
             for (int64_t i0 = 0; i0 < m; i0 += AMX_TILE_M)
                 amx_tile(f, &p, nu, blocks_32 - 8 * u0, x + (size_t)i0 * x_stride + (size_t)u0 * a_unit, x_stride,
