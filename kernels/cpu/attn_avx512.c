@@ -9,16 +9,17 @@
  *  - each query's range [first, first + n_kv) is a lane mask per key; a key outside a query's range
  *    gets -inf in that lane before the max, 0 after the exp, and its V row is skipped in that lane by
  *    masked FMAs (so a NaN or inf row outside a query's range never reaches it).
- *  - softmax per lane: the max over keys is a vector max, tern_exp512 and the sum are lane-wise.
+ *  - softmax per lane: the max over keys is a vector max, exp512 and the sum are lane-wise.
  *  - p.V: outt[d] (the 16 queries' output element d) += v_t[d] p_t, 8 elements of d per pass over a
  *    block of keys; the 16 outputs are written out per query at the end.
  *
  * K and V rows are converted a block of KEY_BLOCK at a time into a buffer on the stack (F16 with
  * vcvtph2ps; Q8_0 a block of 32 at a time, its scale applied to the levels). Heads wider than
- * ATTN_MAX_DIM go to the AVX2 kernel; calls of 4 queries or fewer (decode: the lanes would be mostly
- * empty) to attn_few_avx512.c's, which vectorises over the head's elements instead.
+ * ATTN_MAX_DIM, and calls of 4 queries or fewer (decode of a model without GQA: the lanes would be
+ * mostly empty), go to the AVX2 kernel.
  *
- * tern_exp512 (avx2.h) is ops_avx2.c's exp in 16 lanes.
+ * exp512 is ops_avx2.c's exp in 16 lanes, with the scaling by 2^n through vscalefps, which also
+ * takes n out of f32's normal range (to 0 or inf) without the two-factor split.
  */
 #include "kernels/cpu/avx2.h"
 
@@ -33,6 +34,16 @@
 #define D_GROUP 8        /* output elements per pass over a block's keys in p.V */
 
 _Static_assert(TERN_ATTN_ROWS == LANES, "one query per lane");
+
+TERN_DEFINE_EXP_REDUCED(exp_reduced512, __m512, _mm512_)
+
+static inline __m512 exp512(__m512 x) {
+    /* max/min take x as the second operand, so NaN passes through; below -104 e^x is 0 in f32 */
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_scalef_ps(exp_reduced512(x, n), n);
+}
 
 /* n values of one cached row (F16, or Q8_0 with n a multiple of its block) as floats into out. */
 static TERN_AVX2_INLINE void row_to_f32(const uint8_t *restrict row, const int q8, int64_t n, float *restrict out) {
@@ -156,7 +167,7 @@ static TERN_AVX2_INLINE void attn_lanes(int64_t dk, int64_t dv, int n_q, const f
     for (int64_t t = lo; t < hi; t++) {
         float *st = scores + (size_t)(t - lo) * LANES;
         const __m512 p =
-            _mm512_maskz_mov_ps(lanes_at(t, fv, ev), tern_exp512(_mm512_sub_ps(_mm512_loadu_ps(st), vmax)));
+            _mm512_maskz_mov_ps(lanes_at(t, fv, ev), exp512(_mm512_sub_ps(_mm512_loadu_ps(st), vmax)));
         _mm512_storeu_ps(st, p);
         vsum = _mm512_add_ps(vsum, p);
     }
@@ -188,12 +199,8 @@ static TERN_AVX2_INLINE void attn_lanes(int64_t dk, int64_t dv, int n_q, const f
 static void attn_rows_avx512(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
                              const int64_t n_kv[], const tern_kv_rows *k, const tern_kv_rows *v, float scale,
                              float *restrict scores, float *const out[]) {
-    if (dk > ATTN_MAX_DIM || dv > ATTN_MAX_DIM) {
+    if (n_q <= 4 || dk > ATTN_MAX_DIM || dv > ATTN_MAX_DIM) {
         tern_avx2_attn_rows(dk, dv, n_q, q, first, n_kv, k, v, scale, scores, out);
-        return;
-    }
-    if (n_q <= TERN_AVX512_FEW_QUERIES) {
-        tern_avx512_attn_few(dk, dv, n_q, q, first, n_kv, k, v, scale, scores, out);
         return;
     }
     const int kq8 = k->type == TERN_TYPE_Q8_0, vq8 = v->type == TERN_TYPE_Q8_0;

@@ -34,29 +34,6 @@
         return pfx##fmadd_ps(p, r, pfx##set1_ps(1.0f));                                         \
     }
 
-#ifdef __AVX512F__
-TERN_DEFINE_EXP_REDUCED(tern_exp_reduced512, __m512, _mm512_)
-
-/* e^x in 16 lanes (the *_avx512.c attention kernels): the polynomial above, with the scaling by
- * 2^n through vscalefps, which also takes n out of f32's normal range (to 0 or inf) without a
- * two-factor split. */
-static inline __m512 tern_exp512(__m512 x) {
-    /* max/min take x as the second operand, so NaN passes through; below -104 e^x is 0 in f32 */
-    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    return _mm512_scalef_ps(tern_exp_reduced512(x, n), n);
-}
-
-/* attn_few_avx512.c: tern_attn_rows_fn for 1..TERN_AVX512_FEW_QUERIES queries and heads up to
- * TERN_AVX512_FEW_MAX_DIM, which attn_avx512.c hands it. */
-#define TERN_AVX512_FEW_QUERIES 4
-#define TERN_AVX512_FEW_MAX_DIM 256
-void tern_avx512_attn_few(int64_t dk, int64_t dv, int n_q, const float *const q[], const int64_t first[],
-                          const int64_t n_kv[], const tern_kv_rows *k, const tern_kv_rows *v, float scale,
-                          float *restrict scores, float *const out[]);
-#endif
-
 /* Per-file fillers, called by tern_cpu_kernels_fill_avx2 (matmul_avx2.c). */
 void tern_cpu_avx2_fill_k_quants(tern_cpu_kernels *k); /* matmul_k_avx2.c: Q4_K, Q5_K, Q6_K */
 void tern_cpu_avx2_fill_32(tern_cpu_kernels *k);       /* matmul_32_avx2.c: Q4_0..Q8_0 */
