@@ -304,10 +304,14 @@ typedef struct matmul_task {
 /* Row tasks of a matmul: up to MATMUL_TASKS_PER_THREAD per thread, so that a thread that started
  * late or was preempted leaves less for the others to wait on, but at least 32 rows each in decode
  * and 128 in prefill (the kernels' per-call set-up, the rearranged activation tiles, is repeated
- * per task), in multiples of MATMUL_ROW_ALIGN rows. */
+ * per task), in multiples of MATMUL_ROW_ALIGN rows. In decode a task also starts a new weight
+ * stream (its first lines are not prefetched ahead), and with small products (qwen3-0.6b's
+ * per-layer ones) those starts cost more than finer shares save: decode tasks get at least
+ * MATMUL_TASK_BYTES_DECODE of weights, beyond one per thread (docs/benchmarks.md, session 15). */
 #define MATMUL_TASKS_PER_THREAD 4
 #define MATMUL_TASK_ROWS_DECODE 32
 #define MATMUL_TASK_ROWS_PREFILL 128
+#define MATMUL_TASK_BYTES_DECODE ((size_t)512 << 10)
 #define MATMUL_ROW_ALIGN 4
 
 static void matmul_quantize_run(void *arg, int ith, int nth) {
@@ -395,9 +399,16 @@ static void run_products(cpu_backend *c, matmul_task *t) {
     if (!quantize_inputs(c, t))
         return;
     const int64_t min_rows = (t->m > 1 ? MATMUL_TASK_ROWS_PREFILL : MATMUL_TASK_ROWS_DECODE) / (t->glu ? 2 : 1);
-    int64_t n_tasks = t->rows / min_rows;
-    if (n_tasks > (int64_t)c->n_threads * MATMUL_TASKS_PER_THREAD)
-        n_tasks = (int64_t)c->n_threads * MATMUL_TASKS_PER_THREAD;
+    int64_t n_tasks = t->rows / min_rows, max_tasks = (int64_t)c->n_threads * MATMUL_TASKS_PER_THREAD;
+    if (t->m == 1) {
+        size_t bytes = 0;
+        for (int j = 0; j < t->n_w; j++)
+            bytes += t->p[j].w->row_bytes * (size_t)t->p[j].w->n_rows;
+        const int64_t by_bytes = (int64_t)(bytes / MATMUL_TASK_BYTES_DECODE);
+        max_tasks = by_bytes < c->n_threads ? c->n_threads : by_bytes < max_tasks ? by_bytes : max_tasks;
+    }
+    if (n_tasks > max_tasks)
+        n_tasks = max_tasks;
     if (n_tasks < 1 || c->n_threads == 1)
         n_tasks = 1;
     run_tasks(c, matmul_rows_run, t, (int)n_tasks);
