@@ -259,7 +259,7 @@ static tern_status settle_params(const tern_model *m, const tern_context_params 
     const bool gpu_only = p.backend == TERN_BACKEND_AUTO && !p.opencl.any_device;
     *bound = (p.backend != TERN_BACKEND_CPU && tern_binding_exists(m, TERN_BACKEND_OPENCL, &p, gpu_only)) ||
              (p.backend != TERN_BACKEND_OPENCL && tern_binding_exists(m, TERN_BACKEND_CPU, &p, false));
-    tern_model_plan_memory_for(m, p.n_ctx, p.n_batch, p.logits_all, *type_k, *type_v, *bound, plan);
+    tern_model_plan_memory_for(m, p.n_ctx, p.n_batch, p.logits_all, *type_k, *type_v, *bound, p.n_threads, plan);
     *out = p;
     return TERN_OK;
 }

@@ -7,10 +7,12 @@
 #include <time.h>
 
 #include "text/chat_format.h"
+#include "engine/backend.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "base/params.h"
 #include "platform/sysinfo.h"
+#include "platform/threadpool.h"
 #include "quant/quant.h"
 
 static int64_t now_us(void) {
@@ -315,11 +317,21 @@ void tern_model_get_info(const tern_model *m, tern_model_info *info) {
 #define DEFAULT_BATCH 512
 
 void tern_model_plan_memory(const tern_model *m, int64_t n_ctx, int64_t n_batch, tern_memory_plan *plan) {
-    tern_model_plan_memory_for(m, n_ctx, n_batch, false, TERN_TYPE_F16, TERN_TYPE_F16, false, plan);
+    tern_model_plan_memory_for(m, n_ctx, n_batch, false, TERN_TYPE_F16, TERN_TYPE_F16, false, 0, plan);
+}
+
+/* The automatic thread count on the machine at sysroot (tern_context_create's choice); 1 when its
+ * CPUs cannot be read. */
+static int auto_threads(const char *sysroot) {
+    tern_cpu_topology *topo = malloc(sizeof *topo); /* large: per-CPU arrays */
+    const int n = topo && tern_sysinfo_cpus(sysroot, topo, NULL) == TERN_OK ? tern_sysinfo_auto_threads(topo) : 1;
+    free(topo);
+    return n > 0 ? n : 1;
 }
 
 void tern_model_plan_memory_for(const tern_model *m, int64_t n_ctx, int64_t n_batch, bool logits_all,
-                                uint32_t type_k, uint32_t type_v, bool weights_bound, tern_memory_plan *plan) {
+                                uint32_t type_k, uint32_t type_v, bool weights_bound, int n_threads,
+                                tern_memory_plan *plan) {
     if (!plan)
         return;
     memset(plan, 0, sizeof *plan);
@@ -338,18 +350,26 @@ void tern_model_plan_memory_for(const tern_model *m, int64_t n_ctx, int64_t n_ba
      * wrap, so they saturate and the plan never fits (a context that large is refused anyway). */
     const bool beyond = n_ctx > TERN_MAX_CONTEXT;
     plan->kv_cache = beyond ? UINT64_MAX : tern_kv_cache_bytes(&m->hp, n_ctx, type_k, type_v);
-    plan->scratch = beyond ? UINT64_MAX : tern_forward_scratch_bytes(&m->hp, n_batch, logits_all);
+    if (n_threads <= 0)
+        n_threads = auto_threads(m->sysroot);
+    if (n_threads > TERN_THREADPOOL_MAX_THREADS) /* refused by name when the context is made */
+        n_threads = TERN_THREADPOOL_MAX_THREADS;
+    const uint64_t batch_scratch =
+        n_batch > TERN_MAX_CONTEXT ? UINT64_MAX : tern_forward_scratch_bytes(&m->hp, n_batch, logits_all);
+    plan->scratch = beyond ? UINT64_MAX : batch_scratch + tern_backend_cpu_context_scratch_bytes(n_ctx, n_threads);
     plan->total = beyond ? UINT64_MAX : plan->weights + plan->kv_cache + plan->scratch;
     tern_meminfo mi;
     if (tern_sysinfo_memory(m->sysroot, &mi, NULL) == TERN_OK && mi.available_bytes > 0)
         plan->available = (uint64_t)mi.available_bytes;
     plan->fits = !beyond && (plan->available == 0 || plan->total <= plan->available);
-    /* Largest context that fits: KV grows linearly with n_ctx. */
-    uint64_t per_pos = tern_kv_cache_bytes(&m->hp, 1, type_k, type_v);
+    /* Largest context that fits: the KV cache and the attention scratch grow linearly with n_ctx. */
+    const uint64_t per_pos =
+        tern_kv_cache_bytes(&m->hp, 1, type_k, type_v) + tern_backend_cpu_context_scratch_bytes(1, n_threads);
+    const uint64_t fixed = batch_scratch > UINT64_MAX - plan->weights ? UINT64_MAX : plan->weights + batch_scratch;
     if (plan->available == 0)
         plan->max_ctx_fit = m->hp.n_ctx_train;
-    else if (plan->available > plan->weights + plan->scratch && per_pos > 0) {
-        uint64_t fit = (plan->available - plan->weights - plan->scratch) / per_pos;
+    else if (plan->available > fixed && per_pos > 0) {
+        uint64_t fit = (plan->available - fixed) / per_pos;
         plan->max_ctx_fit = fit > (uint64_t)m->hp.n_ctx_train ? m->hp.n_ctx_train : (int64_t)fit;
     }
 }

@@ -165,6 +165,11 @@ struct tern_backend {
 tern_status tern_backend_cpu_create(int n_threads, const int *cpus, const char *isa, bool copy_weights,
                                     tern_backend **out, tern_error *err);
 
+/* The CPU backend's memory beside the KV cache that grows with the context: each thread's attention
+ * scores, n_ctx floats for each of the TERN_ATTN_ROWS queries it takes at once. The memory plan
+ * counts it (engine/api_model.c). */
+uint64_t tern_backend_cpu_context_scratch_bytes(int64_t n_ctx, int n_threads);
+
 /* Says in a CPU backend's description that its weights were copied to huge pages (bytes of them)
  * by the backend that bound them for its context (engine/binding.h), as that one's says. */
 void tern_backend_cpu_note_copied(tern_backend *be, uint64_t bytes);

@@ -220,10 +220,9 @@ static tern_status cpu_kv_create(tern_backend *be, const tern_kv_shape *s, tern_
     free(c->v_cache);
     c->k_cache = malloc(kn);
     c->v_cache = malloc(vn);
-    /* Per thread: attention scores (n_ctx per query, TERN_ATTN_ROWS queries at once). */
     const int64_t per_thread = s->n_ctx * TERN_ATTN_ROWS;
     free(c->thread_scratch);
-    c->thread_scratch = malloc((size_t)per_thread * (size_t)c->n_threads * sizeof(float));
+    c->thread_scratch = malloc((size_t)tern_backend_cpu_context_scratch_bytes(s->n_ctx, c->n_threads));
     if (!c->k_cache || !c->v_cache || !c->thread_scratch)
         return tern_error_set(err, TERN_ERR_NOMEM, "cannot allocate the KV cache (%llu bytes)",
                               (unsigned long long)(kn + vn));
@@ -233,6 +232,10 @@ static tern_status cpu_kv_create(tern_backend *be, const tern_kv_shape *s, tern_
     c->v_row = v_row;
     c->bytes_allocated += kn + vn;
     return TERN_OK;
+}
+
+uint64_t tern_backend_cpu_context_scratch_bytes(int64_t n_ctx, int n_threads) {
+    return (uint64_t)n_ctx * TERN_ATTN_ROWS * sizeof(float) * (uint64_t)(n_threads > 0 ? n_threads : 1);
 }
 
 /* ---- ops ---- */

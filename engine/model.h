@@ -131,9 +131,11 @@ tern_status tern_model_load_memory(const void *data, size_t size, const char *na
  * with a KV cache of tern types type_k, type_v (TERN_TYPE_F16 or TERN_TYPE_Q8_0): the one memory
  * plan, used by that call (logits_all false, F16), tern_model_plan_context and tern_context_create.
  * With weights_bound the weights are in memory for another context already (a binding it will
- * share, engine/binding.h): the plan counts 0 bytes of them. */
+ * share, engine/binding.h): the plan counts 0 bytes of them. n_threads: the CPU threads, whose attention
+ * scratch grows with n_ctx too (0: the automatic count on the model's machine). */
 void tern_model_plan_memory_for(const tern_model *m, int64_t n_ctx, int64_t n_batch, bool logits_all,
-                                uint32_t type_k, uint32_t type_v, bool weights_bound, tern_memory_plan *plan);
+                                uint32_t type_k, uint32_t type_v, bool weights_bound, int n_threads,
+                                tern_memory_plan *plan);
 
 /* Read hyper-parameters of a supported architecture from metadata (no tensors). */
 tern_status tern_hparams_read(const tern_gguf *g, tern_hparams *hp, tern_error *err);

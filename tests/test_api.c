@@ -303,6 +303,29 @@ static void test_contexts_created_at_once(void **state) {
     tern_model_free(m);
 }
 
+/* The plan counts the CPU threads' attention scratch, which grows with the context like the KV cache:
+ * n_ctx floats for each of 16 queries per thread (engine/backend_cpu.c), so that 4 threads need
+ * 3 x n_ctx x 64 bytes more than 1, and the largest context that fits shrinks with more threads. */
+static void test_plan_counts_thread_scratch(void **state) {
+    (void)state;
+    tern_error err = {0};
+    tern_model *m = NULL;
+    tern_model_params mp = tern_model_default_params();
+    mp.sysroot = PHONE; /* a known MemAvailable, so max_ctx_fit is computed */
+    assert_int_equal(tern_model_load_with_params(MODEL, &mp, &m, &err), TERN_OK);
+    tern_context_params cp = tern_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 1;
+    tern_memory_plan one, four;
+    assert_int_equal(tern_model_plan_context(m, &cp, &one, &err), TERN_OK);
+    cp.n_threads = 4;
+    assert_int_equal(tern_model_plan_context(m, &cp, &four, &err), TERN_OK);
+    assert_true(four.scratch == one.scratch + 3ull * 64 * 16 * sizeof(float));
+    assert_true(four.total == one.total + 3ull * 64 * 16 * sizeof(float));
+    assert_true(four.kv_cache == one.kv_cache && four.max_ctx_fit <= one.max_ctx_fit && one.max_ctx_fit > 0);
+    tern_model_free(m);
+}
+
 /* The KV cache types: the plan counts Q8_0's 34 bytes per 32 values, a context reports what it
  * holds, a value that is no type is refused naming its field, and the layout before the types
  * (struct_size = offsetof type_k) still creates an FP16 cache. */
@@ -363,6 +386,7 @@ int main(void) {
         cmocka_unit_test(test_contexts_share_weights),
         cmocka_unit_test(test_contexts_created_at_once),
         cmocka_unit_test(test_kv_cache_types),
+        cmocka_unit_test(test_plan_counts_thread_scratch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
