@@ -70,7 +70,8 @@ typedef struct tern_cl_tunables {
     int mma;                        /* matmul_mma.cl's MMA: 0 not built, 1 portable, 2 mma.sync */
     int mma_tn, mma_tm, mma_wn, mma_wm;
     int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */
-    int res_max; /* matvec_res for residuals up to this wide (host only) */
+    int res_max;      /* matvec_res for residuals up to this wide (host only) */
+    int att_span_min; /* decode attention's fewest keys per span (host only) */
 } tern_cl_tunables;
 
 /* CLBlastSgemm (clblast_c.h), whose enums are passed as ints: row-major 101, no transpose 111,

@@ -148,6 +148,9 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         /* matvec_res's last group walks the whole residual alone: at 4096 wide it took ~8 us on an
          * H200, more than the add_rmsnorm launch it saves; at 2048 it wins (docs/benchmarks.md) */
         {"RES_MAX", &t->res_max, nv ? 2048 : BIG, false, 0, BIG},
+        /* decode attention's keys per span at least this: shorter spans leave most of a work-group
+         * idle, longer ones leave the device idle (512 measured slower than 32 on an H200) */
+        {"ATT_SPAN_MIN", &t->att_span_min, 32, false, 1, BIG},
     };
     size_t used = 0;
     defines[0] = '\0';
