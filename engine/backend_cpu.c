@@ -220,7 +220,7 @@ static tern_status cpu_kv_create(tern_backend *be, const tern_kv_shape *s, tern_
     free(c->v_cache);
     c->k_cache = malloc(kn);
     c->v_cache = malloc(vn);
-    const int64_t per_thread = s->n_ctx * TERN_ATTN_ROWS;
+    const int64_t per_thread = (int64_t)(tern_backend_cpu_context_scratch_bytes(s->n_ctx, 1) / sizeof(float));
     free(c->thread_scratch);
     c->thread_scratch = malloc((size_t)tern_backend_cpu_context_scratch_bytes(s->n_ctx, c->n_threads));
     if (!c->k_cache || !c->v_cache || !c->thread_scratch)

@@ -305,7 +305,7 @@ static void test_contexts_created_at_once(void **state) {
 
 /* The plan counts the CPU threads' attention scratch, which grows with the context like the KV cache:
  * n_ctx floats for each of 16 queries per thread (engine/backend_cpu.c), so that 4 threads need
- * 3 x n_ctx x 64 bytes more than 1, and the largest context that fits shrinks with more threads. */
+ * 3 x n_ctx x 64 bytes more than 1, and the largest context that fits never grows with more threads. */
 static void test_plan_counts_thread_scratch(void **state) {
     (void)state;
     tern_error err = {0};

@@ -83,12 +83,12 @@ static TERN_AVX2_INLINE int amx_has_offset(const enum amx_format f) {
 /* 16 weight rows of a chunk. Element e of unit u of weight row n sits in b[u] at
  *   512 * (e / 32) + 256 * (e % 32 / 16) + 64 * (e % 16 / 4) + 4 * n + e % 4,
  * so the 512 bytes of each 32 elements are one B tile of 8 rows (K = 32), and each 256 bytes of 16
- * elements one of 4 rows (K = 16, Q6_K). scale[u][t] holds the 16 rows' scales of sub-tile t (Q4_K and
- * Q6_K: d * sc_t; 32-element formats: block t's d); offset[u][t] holds block t's m (Q4_1, Q5_1; 0 for the
+ * elements one of 4 rows (K = 16, Q6_K). scale[u][t] holds the 16 rows' scales of sub-tile t (Q6_K:
+ * d * sc_t; 32-element formats: block t's d); offset[u][t] holds block t's m (Q4_1, Q5_1; 0 for the
  * other 32-element formats). Q4_K splits each sub-block's scale sc_t (0..63) as 8 a_t + b_t (a_t, b_t 0..7)
  * so that every product level fits int8 (a_t q, b_t q <= 105): b[u] holds a_t q, b_lo[u] b_t q and b_min[u]
- * the sub-block's min mn_t, in the same order; d[u] and dmin[u] the rows' d and dmin. 8 K = 64 B tiles of
- * those three then sum a whole unit exactly in the tile unit (amx_unit_q4k). */
+ * the sub-block's min mn_t, in the same order; d[u] and dmin[u] the rows' d and dmin. Four K = 64 B tiles of
+ * each of the three then sum a whole unit exactly in the tile unit (amx_unit_products_q4k). */
 typedef struct amx_panel {
     _Alignas(64) int8_t b[AMX_CHUNK][AMX_UNIT * AMX_TILE_N];
     _Alignas(64) float scale[AMX_CHUNK][16][AMX_TILE_N];
