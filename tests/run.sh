@@ -4,20 +4,18 @@
 set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
+. tests/support/lsan.sh
 failed=()
 total=0
 
-# Runs "$@"; a failure whose output says "LeakSanitizer has encountered a fatal error" (the
-# sanitizer runtime's own tracer crashing at exit after the tests passed, an intermittent fault
-# of the runtime: google/sanitizers issue 1353) runs it once more. A leak report ("detected
-# memory leaks") or any other failure counts at once.
+# Runs "$@", once more when only LeakSanitizer's tracer failed (tests/support/lsan.sh); a
+# script's own commands are retried one by one (checks.sh's run), so this is for the rest.
 run_test() {
     local log rc
     log=$(mktemp)
     "$@" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
-    if [ "$rc" -ne 0 ] && grep -q "LeakSanitizer has encountered a fatal error" "$log" &&
-        ! grep -q "detected memory leaks" "$log"; then
+    if [ "$rc" -ne 0 ] && lsan_tracer_failed "$log"; then
         echo "(LeakSanitizer's tracer crashed at exit: running it once more)"
         "$@"
         rc=$?

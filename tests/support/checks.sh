@@ -2,15 +2,17 @@
 #   ok DESC, fail DESC          report one check ("ok   ..." / "FAIL ..."; failures are counted)
 #   expect DESC STATUS CMD...   run CMD, stdout to $tmp/out, stderr to $tmp/err, both (stdout
 #                               first) to $tmp/all; pass when it exits with STATUS (else show
-#                               the end of both)
+#                               the end of both); retried like run's
 #   has DESC REGEX [FILE]       pass when FILE ($tmp/out by default) has a line matching REGEX
 #   json DESC JQ-EXPR [ARGS...] pass when the jq expression (given ARGS, e.g. --arg) is true
 #                               on $tmp/out
 #   run TIMEOUT CMD...          run CMD with a time limit and stdin /dev/null; stdout in $tmp/out,
-#                               stderr in $tmp/err, its status in $rc
+#                               stderr in $tmp/err, its status in $rc; run once more when only
+#                               LeakSanitizer's tracer failed at exit (lsan_tracer_failed)
 #   suppress_pocl_leaks         LeakSanitizer (make asan) ignores PoCL's LLVM, which keeps its
 #                               allocations until exit on purpose; none of that is ours
 #   finish NAME                 the summary line; exits 1 when any check failed, else 0
+. "$(dirname "${BASH_SOURCE[0]}")/lsan.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -26,6 +28,11 @@ expect() {
     shift 2
     "$@" >"$tmp/out" 2>"$tmp/err"
     local got=$?
+    if [ "$got" -ne 0 ] && lsan_tracer_failed "$tmp/err"; then
+        echo "(LeakSanitizer's tracer failed at exit: running '$1 ...' once more)"
+        "$@" >"$tmp/out" 2>"$tmp/err"
+        got=$?
+    fi
     cat "$tmp/out" "$tmp/err" >"$tmp/all"
     if [ "$got" -eq "$want" ]; then
         ok "$desc"
@@ -60,6 +67,11 @@ run() {
     shift
     timeout -k 5 "$t" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
     rc=$?
+    if [ "$rc" -ne 0 ] && lsan_tracer_failed "$tmp/err"; then
+        echo "(LeakSanitizer's tracer failed at exit: running '$1 ...' once more)"
+        timeout -k 5 "$t" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+        rc=$?
+    fi
 }
 
 suppress_pocl_leaks() {
