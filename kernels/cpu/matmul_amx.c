@@ -11,9 +11,9 @@
  *  - A: 16 activation rows, straight from their Q8_K / Q8_0 blocks (tileloadd takes a row stride, so the
  *    levels are read in place: no copy).
  *  - B: 16 weight rows, unpacked once per chunk into a panel on the stack (amx_panel) as int8 levels in
- *    B's order. Every type's levels fit signed int8 (Q4_K 0..15, Q6_K centred to -32..31, Q4_0 -8..7,
- *    Q5_0 -16..15, Q4_1 0..15, Q5_1 0..31, Q8_0 as stored), so TDPBSSD serves all of them and no offset
- *    trick is needed.
+ *    B's order. Every type's levels fit signed int8 (Q4_K's and Q6_K's after the scale splits below,
+ *    Q4_0 -8..7, Q5_0 -16..15, Q4_1 0..15, Q5_1 0..31, Q8_0 as stored), so TDPBSSD serves all of them
+ *    and no offset trick is needed.
  *  - C: activation row x weight row, so each C row is 16 consecutive outputs of y.
  *
  * Q4_K sums a whole unit of 256 in the tile unit. Its sub-block scales sc_t (0..63) are split as
@@ -24,10 +24,15 @@
  *
  *    Q4_K:       y[i][n] += d_a[i] * (d[n] * (8 S_a + S_b)[i][n] - dmin[n] * S_m[i][n])
  *
- * The other types keep K at their scale granularity (16 for Q6_K, 32 for the 32-element formats, one
- * block), so that each C holds one sub-block's exact integer sums, met by its scales in f32:
+ * Q6_K sums a whole unit too. Each level centred to -32..31 times its sub-block's scale (int8) is
+ * v = sc_t (q - 32), -4064..4096, split as 128 hi + lo (hi = v >> 7 in -32..32, lo = v & 127 in 0..127:
+ * both int8); two C tiles hold S_hi and S_lo over the unit (4 multiplies of K = 64 each), met once:
  *
- *    Q6_K:       y[i][n] += d_a[i] * sum_t S_t[i][n] * d[n] sc_t[n]
+ *    Q6_K:       y[i][n] += d_a[i] * d[n] * (128 S_hi + S_lo)[i][n]
+ *
+ * The 32-element formats keep K at one block (32), so that each C holds one block's exact integer sums,
+ * met by its scales in f32:
+ *
  *    32-element: y[i][n] += d_a[i][b] * (d[n][b] * S_b[i][n] + m[n][b] * A_b[i])
  *
  * with m the offset of Q4_1 and Q5_1 (0 for the others) and A_b[i] the sum of activation row i's levels
@@ -37,17 +42,17 @@
  * operations differs.
  *
  * Tile configuration: loaded at the start of every gemm call and released at its end (tilerelease), not
- * once per thread. A call does at least 16 x 16 x 256 multiplies against one ldtilecfg; Q6_K and the other
- * types need different A and B shapes; and a thread of the engine's pool that kept the tile state in use
+ * once per thread. A call does at least 16 x 16 x 256 multiplies against one ldtilecfg; the K-quants and the
+ * 32-element formats need different A and B shapes; and a thread of the engine's pool that kept the tile state in use
  * between calls would have its 8 KiB of tile data saved at every context switch.
  *
  * Blocking: weight rows in groups of 16 (a group past the last weight row is padded with zero rows, whose
- * outputs are never stored), k in chunks of AMX_CHUNK units of 256 elements (Q4_K: AMX_CHUNK_Q4K, its
- * units being three panels); per group and chunk the panel (16-24 KiB used, for L1) is unpacked once and
- * every tile of 16 activation rows passes over it. Within a tile, the two C tiles alternate over a unit's
- * sub-tiles (C in tiles 0 and 1, A in 2 and 3, B in 4 and 5; Q4_K: C in 0-2, A in 3, B in 4-6) and are
- * stored to a buffer; the next unit's multiplies are issued before this unit's sums are scaled, so the
- * tile unit and the vector units work at the same time. A call takes about 72 KiB of stack (the panel
+ * outputs are never stored), k in chunks of AMX_CHUNK units of 256 elements (K-quants: AMX_CHUNK_K, their
+ * units being two or three panels); per group and chunk the panel (16-24 KiB used, for L1) is unpacked
+ * once and every tile of 16 activation rows passes over it. Within a tile, the 32-element formats' two C
+ * tiles alternate over a unit's blocks (C in tiles 0 and 1, A in 2 and 3, B in 4 and 5; Q4_K: C in 0-2,
+ * A in 3, B in 4-6; Q6_K: C in 0 and 1, A in 3, B in 4 and 5) and are stored to a buffer; the next unit's multiplies are issued before this unit's sums are scaled, so the
+ * tile unit and the vector units work at the same time. A call takes about 70 KiB of stack (the panel
  * and two units' C buffers), nothing from the heap.
  *
  * tests/support/amx_emulation.h models the tile instructions in C, so test_kernels runs this file's code
@@ -68,8 +73,9 @@
 #ifndef AMX_CHUNK
 #define AMX_CHUNK 4 /* units per panel (-D overrides it; 2 and 8 measured in docs/kernels.md) */
 #endif
-/* Q4_K's units per panel: three panels a unit (12 KiB) instead of one, so that a chunk stays within L1. */
-#define AMX_CHUNK_Q4K 2
+/* The K-quants' units per panel: two or three panels a unit (8-12 KiB) instead of one, so that a chunk
+ * stays within L1. */
+#define AMX_CHUNK_K 2
 /* Activation rows from which the tiles are used; below, one tile would be mostly empty. */
 #define AMX_MIN_M 16
 
@@ -82,23 +88,24 @@ static TERN_AVX2_INLINE int amx_has_offset(const enum amx_format f) {
 
 /* 16 weight rows of a chunk. Element e of unit u of weight row n sits in b[u] at
  *   512 * (e / 32) + 256 * (e % 32 / 16) + 64 * (e % 16 / 4) + 4 * n + e % 4,
- * so the 512 bytes of each 32 elements are one B tile of 8 rows (K = 32), and each 256 bytes of 16
- * elements one of 4 rows (K = 16, Q6_K). scale[u][t] holds the 16 rows' scales of sub-tile t (Q6_K:
- * d * sc_t; 32-element formats: block t's d); offset[u][t] holds block t's m (Q4_1, Q5_1; 0 for the
- * other 32-element formats). Q4_K splits each sub-block's scale sc_t (0..63) as 8 a_t + b_t (a_t, b_t 0..7)
- * so that every product level fits int8 (a_t q, b_t q <= 105): b[u] holds a_t q, b_lo[u] b_t q and b_min[u]
- * the sub-block's min mn_t, in the same order; d[u] and dmin[u] the rows' d and dmin. Four K = 64 B tiles of
- * each of the three then sum a whole unit exactly in the tile unit (amx_unit_products_q4k). */
+ * so the 512 bytes of each 32 elements are one B tile of 8 rows (K = 32), and each 1024 bytes of 64
+ * one of 16 rows (K = 64). The 32-element formats: scale[u][t] holds block t's d of the 16 rows,
+ * offset[u][t] block t's m (Q4_1, Q5_1; 0 for the others). Q4_K splits each sub-block's scale sc_t (0..63)
+ * as 8 a_t + b_t (a_t, b_t 0..7) so that every product level fits int8 (a_t q, b_t q <= 105): b[u] holds
+ * a_t q, b_lo[u] b_t q and b_min[u] the sub-block's min mn_t, in the same order; d[u] and dmin[u] the rows'
+ * d and dmin. Q6_K: b[u] holds hi and b_lo[u] lo of sc_t (q - 32) = 128 hi + lo, d[u] the rows' d. Four
+ * K = 64 B tiles of each operand then sum a whole unit exactly in the tile unit (amx_unit_products_q4k,
+ * amx_unit_products_q6k). */
 typedef struct amx_panel {
     _Alignas(64) int8_t b[AMX_CHUNK][AMX_UNIT * AMX_TILE_N];
-    _Alignas(64) float scale[AMX_CHUNK][16][AMX_TILE_N];
+    _Alignas(64) float scale[AMX_CHUNK][8][AMX_TILE_N];
     _Alignas(64) float offset[AMX_CHUNK][8][AMX_TILE_N];
-    /* Q4_K (AMX_CHUNK_Q4K units; b holds the a_t q part): */
-    _Alignas(64) int8_t b_lo[AMX_CHUNK_Q4K][AMX_UNIT * AMX_TILE_N];  /* b_t q */
-    _Alignas(64) int8_t b_min[AMX_CHUNK_Q4K][AMX_UNIT * AMX_TILE_N]; /* mn_t in every element of sub-block t */
-    _Alignas(64) uint8_t mn[AMX_CHUNK_Q4K][8][AMX_TILE_N];            /* mn_t of the 16 rows, for b_min */
-    _Alignas(64) float d[AMX_CHUNK_Q4K][AMX_TILE_N];
-    _Alignas(64) float dmin[AMX_CHUNK_Q4K][AMX_TILE_N];
+    /* K-quants (AMX_CHUNK_K units; b holds Q4_K's a_t q, Q6_K's hi part): */
+    _Alignas(64) int8_t b_lo[AMX_CHUNK_K][AMX_UNIT * AMX_TILE_N];  /* Q4_K's b_t q, Q6_K's lo part */
+    _Alignas(64) int8_t b_min[AMX_CHUNK_K][AMX_UNIT * AMX_TILE_N]; /* Q4_K: mn_t in every element of sub-block t */
+    _Alignas(64) uint8_t mn[AMX_CHUNK_K][8][AMX_TILE_N];            /* mn_t of the 16 rows, for b_min */
+    _Alignas(64) float d[AMX_CHUNK_K][AMX_TILE_N];
+    _Alignas(64) float dmin[AMX_CHUNK_K][AMX_TILE_N]; /* Q4_K */
 } amx_panel;
 
 /* The padding rows' source: zero blocks have zero levels and scales (a unit of 8 Q8_0 blocks is the
@@ -198,22 +205,28 @@ static void amx_min_panel_q4k(amx_panel *restrict p, int u) {
     }
 }
 
-/* Rows n..n+3 of unit u from the Q6_K blocks src[j], levels centred to -32..31. */
+/* Rows n..n+3 of unit u from the Q6_K blocks src[j]: each level centred to -32..31 times its sub-block's
+ * scale sc_t (-128..127) is v = sc_t (q - 32), -4064..4096, split as 128 hi + lo with hi = v >> 7
+ * (-32..32) into b and lo = v & 127 (0..127) into b_lo; d[u] the rows' d. */
 static void amx_unpack_q6k(const uint8_t *const src[4], amx_panel *restrict p, int u, int n) {
     __m256i lv[4][8];
-    for (int j = 0; j < 4; j++)
-        tern_avx2_q6k_levels(src[j], lv[j]);
-    for (int g = 0; g < 8; g++) {
-        __m256i v[4];
-        for (int j = 0; j < 4; j++)
-            v[j] = _mm256_sub_epi8(lv[j][g], _mm256_set1_epi8(32));
-        amx_store_rows4(v, p->b[u] + 512 * g, n);
-    }
     for (int j = 0; j < 4; j++) {
-        const tern_block_q6_k *blk = (const tern_block_q6_k *)src[j];
-        const float d = tern_avx2_f16((const uint8_t *)&blk->d);
-        for (int t = 0; t < 16; t++)
-            p->scale[u][t][n + j] = d * (float)blk->scales[t];
+        tern_avx2_q6k_levels(src[j], lv[j]);
+        p->d[u][n + j] = tern_avx2_f16((const uint8_t *)&((const tern_block_q6_k *)src[j])->d);
+    }
+    for (int g = 0; g < 8; g++) {
+        __m256i hi[4], lo[4];
+        for (int j = 0; j < 4; j++) {
+            const int8_t *sc = ((const tern_block_q6_k *)src[j])->scales;
+            /* the 32 levels of group g are sub-blocks 2g (words 0-15) and 2g + 1 (words 16-31) */
+            const __m512i scale = _mm512_mask_set1_epi16(_mm512_set1_epi16(sc[2 * g]), 0xFFFF0000, sc[2 * g + 1]);
+            const __m512i v = _mm512_mullo_epi16(
+                _mm512_sub_epi16(_mm512_cvtepu8_epi16(lv[j][g]), _mm512_set1_epi16(32)), scale);
+            hi[j] = _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 7));
+            lo[j] = _mm512_cvtepi16_epi8(_mm512_and_si512(v, _mm512_set1_epi16(127)));
+        }
+        amx_store_rows4(hi, p->b[u] + 512 * g, n);
+        amx_store_rows4(lo, p->b_lo[u] + 512 * g, n);
     }
 }
 
@@ -292,15 +305,6 @@ static TERN_AVX2_INLINE void amx_level_sums_3(int32_t sums[AMX_TILE_M][AMX_TILE_
     _tile_stored(7, sums, 64);
 }
 
-/* acc[i] += C row i as floats x s, for a sub-block's scales s of the 16 weight rows. */
-static TERN_AVX2_INLINE void amx_scale_k(const int32_t c[AMX_TILE_M][AMX_TILE_N], const float *s,
-                                         __m512 acc[AMX_TILE_M]) {
-    const __m512 sv = _mm512_load_ps(s);
-#pragma GCC unroll 16
-    for (int i = 0; i < AMX_TILE_M; i++)
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[i])), sv, acc[i]);
-}
-
 /* acc[i] += (C row i as floats x s + sums row i x m) x da[i], for a 32-element block: s the weight rows'
  * d, m their offsets, da the activation rows' d. */
 static TERN_AVX2_INLINE void amx_scale_32_offset(const int32_t c[AMX_TILE_M][AMX_TILE_N],
@@ -341,8 +345,9 @@ static TERN_AVX2_INLINE size_t amx_a_unit(const enum amx_format f) {
 static TERN_AVX2_INLINE size_t amx_a_first(const enum amx_format f) {
     return f == AMX_Q4_K || f == AMX_Q6_K ? offsetof(tern_block_q8_k, qs) : offsetof(tern_block_q8_0, qs);
 }
-static TERN_AVX2_INLINE size_t amx_a_step(const enum amx_format f) {
-    return f == AMX_Q6_K ? 16 : sizeof(tern_block_q8_0); /* (Q4_K: amx_unit_products_q4k) */
+/* The K-quants meet a whole unit in one set of multiplies (amx_unit_products_q4k, _q6k). */
+static TERN_AVX2_INLINE int amx_is_k_quant(const enum amx_format f) {
+    return f == AMX_Q4_K || f == AMX_Q6_K;
 }
 
 /* Q4_K's unit u (xu: its activation levels, 16 rows x_stride apart) into c[0..2]: the exact int32 sums
@@ -367,6 +372,38 @@ static TERN_AVX2_INLINE void amx_unit_products_q4k(const amx_panel *restrict p, 
     _tile_stored(2, c[2], 64);
 }
 
+/* Q6_K's unit u (xu: its activation levels, 16 rows x_stride apart) into c[0..1]: the exact int32 sums of
+ * the levels times hi and lo (amx_unpack_q6k) over the whole unit, 4 multiplies of K = 64 each (C in tiles
+ * 0 and 1, A in 3, B in 4 and 5). */
+static TERN_AVX2_INLINE void amx_unit_products_q6k(const amx_panel *restrict p, int u, const uint8_t *restrict xu,
+                                                   size_t x_stride, int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
+    _tile_zero(0);
+    _tile_zero(1);
+    for (int s = 0; s < 4; s++) {
+        _tile_loadd(3, xu + offsetof(tern_block_q8_k, qs) + 64 * s, x_stride);
+        _tile_loadd(4, p->b[u] + 1024 * s, 64);
+        _tile_dpbssd(0, 3, 4);
+        _tile_loadd(5, p->b_lo[u] + 1024 * s, 64);
+        _tile_dpbssd(1, 3, 5);
+    }
+    _tile_stored(0, c[0], 64);
+    _tile_stored(1, c[1], 64);
+}
+
+/* out[i] += d_a[i] d (128 S_hi + S_lo) for Q6_K's unit u from its sums c[0..1]. */
+static TERN_AVX2_INLINE void amx_unit_scale_q6k(const amx_panel *restrict p, int u,
+                                                const int32_t c[][AMX_TILE_M][AMX_TILE_N],
+                                                const uint8_t *restrict xu, size_t x_stride, __m512 out[AMX_TILE_M]) {
+    const __m512 d = _mm512_load_ps(p->d[u]);
+#pragma GCC unroll 16
+    for (int i = 0; i < AMX_TILE_M; i++) {
+        const tern_block_q8_k *a = (const tern_block_q8_k *)(xu + (size_t)i * x_stride);
+        const __m512i sums = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[0][i]), 7),
+                                              _mm512_load_si512(c[1][i]));
+        out[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sums), d), _mm512_set1_ps(a->d), out[i]);
+    }
+}
+
 /* out[i] += d_a[i] (d (8 S_a + S_b) - dmin S_mn) for Q4_K's unit u from its sums c[0..2]. */
 static TERN_AVX2_INLINE void amx_unit_scale_q4k(const amx_panel *restrict p, int u,
                                                 const int32_t c[][AMX_TILE_M][AMX_TILE_N],
@@ -382,15 +419,15 @@ static TERN_AVX2_INLINE void amx_unit_scale_q4k(const amx_panel *restrict p, int
     }
 }
 
-/* The n_sub sub-tiles of one unit (xu: its activation levels, 16 rows x_stride apart; b: its panel part)
- * into c[t], exact int32 sums; for the formats with an offset, the activation level sums of block t into
- * c[8 + t] (those formats have 8 sub-tiles a unit, so the upper half of c is free). The two C tiles
+/* The n_sub blocks of one unit of a 32-element format (xu: its activation levels, 16 rows x_stride
+ * apart; b: its panel part) into c[t], exact int32 sums; for the formats with an offset, the activation
+ * level sums of block t into c[8 + t] (8 blocks a unit, so the upper half of c is free). The two C tiles
  * alternate, so one multiply runs while the other's result is stored. */
 static TERN_AVX2_INLINE void amx_unit_products(const enum amx_format f, const int8_t *restrict b,
                                                const uint8_t *restrict xu, size_t x_stride, int n_sub,
                                                int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
-    const size_t first = amx_a_first(f), step = amx_a_step(f);
-    const int b_bytes = (f == AMX_Q6_K ? 16 : 32) * AMX_TILE_N;
+    const size_t first = amx_a_first(f), step = sizeof(tern_block_q8_0);
+    const int b_bytes = 32 * AMX_TILE_N;
     amx_multiply_0(xu + first, x_stride, b);
     if (amx_has_offset(f))
         amx_level_sums_2(c[8]);
@@ -417,7 +454,7 @@ static TERN_AVX2_INLINE void amx_unit_scale(const enum amx_format f, const amx_p
                                             int n_sub, const int32_t c[][AMX_TILE_M][AMX_TILE_N],
                                             const uint8_t *restrict xu, size_t x_stride, __m512i rows_off,
                                             __m512 out[AMX_TILE_M]) {
-    if (f != AMX_Q4_K && f != AMX_Q6_K) {
+    if (!amx_is_k_quant(f)) {
         _Alignas(64) float da[AMX_TILE_M];
         for (int t = 0; t < n_sub; t++) {
             amx_act_d_32(xu + (size_t)t * sizeof(tern_block_q8_0), rows_off, da);
@@ -428,21 +465,22 @@ static TERN_AVX2_INLINE void amx_unit_scale(const enum amx_format f, const amx_p
         }
         return;
     }
-    if (f == AMX_Q4_K) {
+    if (f == AMX_Q4_K)
         amx_unit_scale_q4k(p, u, c, xu, x_stride, out);
-        return;
-    }
-    __m512 blk[AMX_TILE_M]; /* Q6_K */
-#pragma GCC unroll 16
-    for (int i = 0; i < AMX_TILE_M; i++)
-        blk[i] = _mm512_setzero_ps();
-    for (int t = 0; t < n_sub; t++)
-        amx_scale_k(c[t], p->scale[u][t], blk);
-#pragma GCC unroll 16
-    for (int i = 0; i < AMX_TILE_M; i++) {
-        const tern_block_q8_k *a = (const tern_block_q8_k *)(xu + (size_t)i * x_stride);
-        out[i] = _mm512_fmadd_ps(blk[i], _mm512_set1_ps(a->d), out[i]);
-    }
+    else
+        amx_unit_scale_q6k(p, u, c, xu, x_stride, out);
+}
+
+/* Unit u of the panel times the activation levels at xu (16 rows x_stride apart) into c. */
+static TERN_AVX2_INLINE void amx_products(const enum amx_format f, const amx_panel *restrict p, int u, int n_sub,
+                                          const uint8_t *restrict xu, size_t x_stride,
+                                          int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
+    if (f == AMX_Q4_K)
+        amx_unit_products_q4k(p, u, xu, x_stride, c);
+    else if (f == AMX_Q6_K)
+        amx_unit_products_q6k(p, u, xu, x_stride, c);
+    else
+        amx_unit_products(f, p->b[u], xu, x_stride, n_sub, c);
 }
 
 /* The 16 x 16 outputs at y from 16 activation rows (x: row 0 at the chunk's first unit) and the panel's
@@ -453,8 +491,6 @@ static TERN_AVX2_INLINE void amx_tile(const enum amx_format f, const amx_panel *
                                       int64_t n_blocks_32, const uint8_t *restrict x, size_t x_stride,
                                       __m512i rows_off, float *restrict y, int64_t y_stride, __mmask16 valid,
                                       int add) {
-    const int kq = f == AMX_Q4_K || f == AMX_Q6_K;
-    const int n_sub = f == AMX_Q6_K ? 16 : 8; /* sub-tiles per unit (32-element formats: blocks) */
     _Alignas(64) int32_t c[2][16][AMX_TILE_M][AMX_TILE_N];
     __m512 out[AMX_TILE_M];
 #pragma GCC unroll 16
@@ -463,18 +499,12 @@ static TERN_AVX2_INLINE void amx_tile(const enum amx_format f, const amx_panel *
     int subs[AMX_CHUNK] = {0};
     for (int u = 0; u < n_units; u++) {
         const int64_t left = n_blocks_32 - 8 * (int64_t)u;
-        subs[u] = kq || left >= 8 ? n_sub : (int)left;
+        subs[u] = amx_is_k_quant(f) || left >= 8 ? 8 : (int)left;
     }
-    if (f == AMX_Q4_K)
-        amx_unit_products_q4k(p, 0, x, x_stride, c[0]);
-    else
-        amx_unit_products(f, p->b[0], x, x_stride, subs[0], c[0]);
+    amx_products(f, p, 0, subs[0], x, x_stride, c[0]);
     for (int u = 0; u < n_units; u++) {
-        const uint8_t *next = x + (size_t)(u + 1) * amx_a_unit(f);
-        if (u + 1 < n_units && f == AMX_Q4_K)
-            amx_unit_products_q4k(p, u + 1, next, x_stride, c[(u + 1) % 2]);
-        else if (u + 1 < n_units)
-            amx_unit_products(f, p->b[u + 1], next, x_stride, subs[u + 1], c[(u + 1) % 2]);
+        if (u + 1 < n_units)
+            amx_products(f, p, u + 1, subs[u + 1], x + (size_t)(u + 1) * amx_a_unit(f), x_stride, c[(u + 1) % 2]);
         amx_unit_scale(f, p, u, subs[u], c[u % 2], x + (size_t)u * amx_a_unit(f), x_stride, rows_off, out);
     }
 #pragma GCC unroll 16
@@ -486,14 +516,13 @@ static TERN_AVX2_INLINE void amx_tile(const enum amx_format f, const amx_panel *
 static TERN_AVX2_INLINE void amx_gemm(const enum amx_format f, int64_t k, const uint8_t *restrict w,
                                       size_t w_stride, int64_t n_rows, const uint8_t *restrict x,
                                       size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
-    const int kq = f == AMX_Q4_K || f == AMX_Q6_K;
-    const int64_t n_units = (k + AMX_UNIT - 1) / AMX_UNIT, blocks_32 = kq ? 0 : k / TERN_QK8_0;
+    const int64_t n_units = (k + AMX_UNIT - 1) / AMX_UNIT, blocks_32 = amx_is_k_quant(f) ? 0 : k / TERN_QK8_0;
     const size_t a_unit = amx_a_unit(f);
     const __m512i rows_off = _mm512_mullo_epi32(_mm512_set1_epi32((int)x_stride),
                                                 _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
     amx_panel p;
-    const int chunk = f == AMX_Q4_K ? AMX_CHUNK_Q4K : AMX_CHUNK;
-    amx_configure(f == AMX_Q6_K ? 16 : f == AMX_Q4_K ? 64 : 32); /* K = 64: every tile 16 x 64 bytes */
+    const int chunk = amx_is_k_quant(f) ? AMX_CHUNK_K : AMX_CHUNK;
+    amx_configure(amx_is_k_quant(f) ? 64 : 32); /* K = 64: every tile 16 x 64 bytes */
     for (int64_t n0 = 0; n0 < n_rows; n0 += AMX_TILE_N) {
         const int n_valid = n_rows - n0 < AMX_TILE_N ? (int)(n_rows - n0) : AMX_TILE_N;
         const __mmask16 valid = (__mmask16)((1u << n_valid) - 1);
