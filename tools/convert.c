@@ -331,6 +331,11 @@ tern_status tern_convert_run(tern_convert_job *job, tern_gguf_writer *w, double 
         /* the data must be on disk before the name points at it, or a crash could leave a torn OUT */
         if (st == TERN_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
             st = tern_error_set(err, TERN_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+        /* The written pages sit in the page cache in 4 KiB pages, and a model loaded from them decodes
+         * through 4 KiB mappings (30 % slower on a 2-vCPU guest: docs/benchmarks.md, session 16); on
+         * disk now, they are dropped, so the first load reads the file into huge folios. */
+        if (st == TERN_OK)
+            posix_fadvise(fileno(f), 0, 0, POSIX_FADV_DONTNEED);
         if (fclose(f) != 0 && st == TERN_OK)
             st = tern_error_set(err, TERN_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
         if (st == TERN_OK && interrupted) /* a signal after the last pass */
