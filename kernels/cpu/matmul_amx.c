@@ -94,8 +94,7 @@ static TERN_AVX2_INLINE int amx_has_offset(const enum amx_format f) {
  * as 8 a_t + b_t (a_t, b_t 0..7) so that every product level fits int8 (a_t q, b_t q <= 105): b[u] holds
  * a_t q, b_lo[u] b_t q and b_min[u] the sub-block's min mn_t, in the same order; d[u] and dmin[u] the rows'
  * d and dmin. Q6_K: b[u] holds hi and b_lo[u] lo of sc_t (q - 32) = 128 hi + lo, d[u] the rows' d. Four
- * K = 64 B tiles of each operand then sum a whole unit exactly in the tile unit (amx_unit_products_q4k,
- * amx_unit_products_q6k). */
+ * K = 64 B tiles of each operand then sum a whole unit exactly in the tile unit (amx_unit_products_k). */
 typedef struct amx_panel {
     _Alignas(64) int8_t b[AMX_CHUNK][AMX_UNIT * AMX_TILE_N];
     _Alignas(64) float scale[AMX_CHUNK][8][AMX_TILE_N];
@@ -345,49 +344,37 @@ static TERN_AVX2_INLINE size_t amx_a_unit(const enum amx_format f) {
 static TERN_AVX2_INLINE size_t amx_a_first(const enum amx_format f) {
     return f == AMX_Q4_K || f == AMX_Q6_K ? offsetof(tern_block_q8_k, qs) : offsetof(tern_block_q8_0, qs);
 }
-/* The K-quants meet a whole unit in one set of multiplies (amx_unit_products_q4k, _q6k). */
+/* The K-quants meet a whole unit in one set of multiplies (amx_unit_products_k). */
 static TERN_AVX2_INLINE int amx_is_k_quant(const enum amx_format f) {
     return f == AMX_Q4_K || f == AMX_Q6_K;
 }
 
-/* Q4_K's unit u (xu: its activation levels, 16 rows x_stride apart) into c[0..2]: the exact int32 sums
- * of the levels times a_t q, b_t q and mn_t over the whole unit, 4 multiplies of K = 64 each (C in tiles
- * 0-2, A in 3, B in 4-6). */
-static TERN_AVX2_INLINE void amx_unit_products_q4k(const amx_panel *restrict p, int u, const uint8_t *restrict xu,
-                                                   size_t x_stride, int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
+/* A K-quant's unit u (xu: its activation levels, 16 rows x_stride apart) into c: the exact int32 sums of the
+ * levels times the panel's b and b_lo over the whole unit (Q4_K: a_t q and b_t q; Q6_K: hi and lo) and, for
+ * Q4_K, times b_min (mn_t): 4 multiplies of K = 64 per operand (C in tiles 0-2, A in 3, B in 4-6). */
+static TERN_AVX2_INLINE void amx_unit_products_k(const enum amx_format f, const amx_panel *restrict p, int u,
+                                                 const uint8_t *restrict xu, size_t x_stride,
+                                                 int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
+    const int mins = f == AMX_Q4_K;
     _tile_zero(0);
     _tile_zero(1);
-    _tile_zero(2);
+    if (mins)
+        _tile_zero(2);
     for (int s = 0; s < 4; s++) {
         _tile_loadd(3, xu + offsetof(tern_block_q8_k, qs) + 64 * s, x_stride);
         _tile_loadd(4, p->b[u] + 1024 * s, 64);
         _tile_dpbssd(0, 3, 4);
         _tile_loadd(5, p->b_lo[u] + 1024 * s, 64);
         _tile_dpbssd(1, 3, 5);
-        _tile_loadd(6, p->b_min[u] + 1024 * s, 64);
-        _tile_dpbssd(2, 3, 6);
+        if (mins) {
+            _tile_loadd(6, p->b_min[u] + 1024 * s, 64);
+            _tile_dpbssd(2, 3, 6);
+        }
     }
     _tile_stored(0, c[0], 64);
     _tile_stored(1, c[1], 64);
-    _tile_stored(2, c[2], 64);
-}
-
-/* Q6_K's unit u (xu: its activation levels, 16 rows x_stride apart) into c[0..1]: the exact int32 sums of
- * the levels times hi and lo (amx_unpack_q6k) over the whole unit, 4 multiplies of K = 64 each (C in tiles
- * 0 and 1, A in 3, B in 4 and 5). */
-static TERN_AVX2_INLINE void amx_unit_products_q6k(const amx_panel *restrict p, int u, const uint8_t *restrict xu,
-                                                   size_t x_stride, int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
-    _tile_zero(0);
-    _tile_zero(1);
-    for (int s = 0; s < 4; s++) {
-        _tile_loadd(3, xu + offsetof(tern_block_q8_k, qs) + 64 * s, x_stride);
-        _tile_loadd(4, p->b[u] + 1024 * s, 64);
-        _tile_dpbssd(0, 3, 4);
-        _tile_loadd(5, p->b_lo[u] + 1024 * s, 64);
-        _tile_dpbssd(1, 3, 5);
-    }
-    _tile_stored(0, c[0], 64);
-    _tile_stored(1, c[1], 64);
+    if (mins)
+        _tile_stored(2, c[2], 64);
 }
 
 /* out[i] += d_a[i] d (128 S_hi + S_lo) for Q6_K's unit u from its sums c[0..1]. */
@@ -475,10 +462,8 @@ static TERN_AVX2_INLINE void amx_unit_scale(const enum amx_format f, const amx_p
 static TERN_AVX2_INLINE void amx_products(const enum amx_format f, const amx_panel *restrict p, int u, int n_sub,
                                           const uint8_t *restrict xu, size_t x_stride,
                                           int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
-    if (f == AMX_Q4_K)
-        amx_unit_products_q4k(p, u, xu, x_stride, c);
-    else if (f == AMX_Q6_K)
-        amx_unit_products_q6k(p, u, xu, x_stride, c);
+    if (amx_is_k_quant(f))
+        amx_unit_products_k(f, p, u, xu, x_stride, c);
     else
         amx_unit_products(f, p->b[u], xu, x_stride, n_sub, c);
 }
