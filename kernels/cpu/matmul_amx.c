@@ -42,18 +42,19 @@
  * operations differs.
  *
  * Tile configuration: loaded at the start of every gemm call and released at its end (tilerelease), not
- * once per thread. A call does at least 16 x 16 x 256 multiplies against one ldtilecfg; the K-quants and the
- * 32-element formats need different A and B shapes; and a thread of the engine's pool that kept the tile state in use
- * between calls would have its 8 KiB of tile data saved at every context switch.
+ * once per thread. A call does at least 16 x 16 x 256 multiplies against one ldtilecfg; the K-quants and
+ * the 32-element formats need different A and B shapes; and a thread of the engine's pool that kept the
+ * tile state in use between calls would have its 8 KiB of tile data saved at every context switch.
  *
  * Blocking: weight rows in groups of 16 (a group past the last weight row is padded with zero rows, whose
  * outputs are never stored), k in chunks of AMX_CHUNK units of 256 elements (K-quants: AMX_CHUNK_K, their
  * units being two or three panels); per group and chunk the panel (16-24 KiB used, for L1) is unpacked
  * once and every tile of 16 activation rows passes over it. Within a tile, the 32-element formats' two C
  * tiles alternate over a unit's blocks (C in tiles 0 and 1, A in 2 and 3, B in 4 and 5; Q4_K: C in 0-2,
- * A in 3, B in 4-6; Q6_K: C in 0 and 1, A in 3, B in 4 and 5) and are stored to a buffer; the next unit's multiplies are issued before this unit's sums are scaled, so the
- * tile unit and the vector units work at the same time. A call takes about 70 KiB of stack (the panel
- * and two units' C buffers), nothing from the heap.
+ * A in 3, B in 4-6; Q6_K: C in 0 and 1, A in 3, B in 4 and 5) and are stored to a buffer; the next
+ * unit's multiplies are issued before this unit's sums are scaled, so the tile unit and the vector units
+ * work at the same time. A call takes about 70 KiB of stack (the panel and two units' C buffers),
+ * nothing from the heap.
  *
  * tests/support/amx_emulation.h models the tile instructions in C, so test_kernels runs this file's code
  * on x86-64 CPUs without AMX too.
@@ -101,7 +102,8 @@ typedef struct amx_panel {
     _Alignas(64) float offset[AMX_CHUNK][8][AMX_TILE_N];
     /* K-quants (AMX_CHUNK_K units; b holds Q4_K's a_t q, Q6_K's hi part): */
     _Alignas(64) int8_t b_lo[AMX_CHUNK_K][AMX_UNIT * AMX_TILE_N];  /* Q4_K's b_t q, Q6_K's lo part */
-    _Alignas(64) int8_t b_min[AMX_CHUNK_K][AMX_UNIT * AMX_TILE_N]; /* Q4_K: mn_t in every element of sub-block t */
+    /* Q4_K: mn_t in every element of sub-block t */
+    _Alignas(64) int8_t b_min[AMX_CHUNK_K][AMX_UNIT * AMX_TILE_N];
     _Alignas(64) uint8_t mn[AMX_CHUNK_K][8][AMX_TILE_N];            /* mn_t of the 16 rows, for b_min */
     _Alignas(64) float d[AMX_CHUNK_K][AMX_TILE_N];
     _Alignas(64) float dmin[AMX_CHUNK_K][AMX_TILE_N]; /* Q4_K */
@@ -218,7 +220,8 @@ static void amx_unpack_q6k(const uint8_t *const src[4], amx_panel *restrict p, i
         for (int j = 0; j < 4; j++) {
             const int8_t *sc = ((const tern_block_q6_k *)src[j])->scales;
             /* the 32 levels of group g are sub-blocks 2g (words 0-15) and 2g + 1 (words 16-31) */
-            const __m512i scale = _mm512_mask_set1_epi16(_mm512_set1_epi16(sc[2 * g]), 0xFFFF0000, sc[2 * g + 1]);
+            const __m512i scale =
+                _mm512_mask_set1_epi16(_mm512_set1_epi16(sc[2 * g]), 0xFFFF0000, sc[2 * g + 1]);
             const __m512i v = _mm512_mullo_epi16(
                 _mm512_sub_epi16(_mm512_cvtepu8_epi16(lv[j][g]), _mm512_set1_epi16(32)), scale);
             hi[j] = _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 7));
@@ -380,7 +383,8 @@ static TERN_AVX2_INLINE void amx_unit_products_k(const enum amx_format f, const 
 /* out[i] += d_a[i] d (128 S_hi + S_lo) for Q6_K's unit u from its sums c[0..1]. */
 static TERN_AVX2_INLINE void amx_unit_scale_q6k(const amx_panel *restrict p, int u,
                                                 const int32_t c[][AMX_TILE_M][AMX_TILE_N],
-                                                const uint8_t *restrict xu, size_t x_stride, __m512 out[AMX_TILE_M]) {
+                                                const uint8_t *restrict xu, size_t x_stride,
+                                                __m512 out[AMX_TILE_M]) {
     const __m512 d = _mm512_load_ps(p->d[u]);
 #pragma GCC unroll 16
     for (int i = 0; i < AMX_TILE_M; i++) {
@@ -459,8 +463,8 @@ static TERN_AVX2_INLINE void amx_unit_scale(const enum amx_format f, const amx_p
 }
 
 /* Unit u of the panel times the activation levels at xu (16 rows x_stride apart) into c. */
-static TERN_AVX2_INLINE void amx_products(const enum amx_format f, const amx_panel *restrict p, int u, int n_sub,
-                                          const uint8_t *restrict xu, size_t x_stride,
+static TERN_AVX2_INLINE void amx_products(const enum amx_format f, const amx_panel *restrict p, int u,
+                                          int n_sub, const uint8_t *restrict xu, size_t x_stride,
                                           int32_t c[][AMX_TILE_M][AMX_TILE_N]) {
     if (amx_is_k_quant(f))
         amx_unit_products_k(f, p, u, xu, x_stride, c);
@@ -489,7 +493,8 @@ static TERN_AVX2_INLINE void amx_tile(const enum amx_format f, const amx_panel *
     amx_products(f, p, 0, subs[0], x, x_stride, c[0]);
     for (int u = 0; u < n_units; u++) {
         if (u + 1 < n_units)
-            amx_products(f, p, u + 1, subs[u + 1], x + (size_t)(u + 1) * amx_a_unit(f), x_stride, c[(u + 1) % 2]);
+            amx_products(f, p, u + 1, subs[u + 1], x + (size_t)(u + 1) * amx_a_unit(f), x_stride,
+                         c[(u + 1) % 2]);
         amx_unit_scale(f, p, u, subs[u], c[u % 2], x + (size_t)u * amx_a_unit(f), x_stride, rows_off, out);
     }
 #pragma GCC unroll 16
