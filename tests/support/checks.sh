@@ -23,16 +23,24 @@ fail() {
     failures=$((failures + 1))
 }
 
+# capture CMD...: CMD's stdout to $tmp/out, stderr to $tmp/err, its status returned; run once
+# more when only LeakSanitizer's tracer failed at exit (lsan.sh).
+capture() {
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local st=$?
+    if [ "$st" -ne 0 ] && lsan_tracer_failed "$tmp/err"; then
+        echo "(LeakSanitizer's tracer failed at exit: running '$*' once more)" | cut -c1-200
+        "$@" >"$tmp/out" 2>"$tmp/err"
+        st=$?
+    fi
+    return "$st"
+}
+
 expect() {
     local desc=$1 want=$2
     shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
+    capture "$@"
     local got=$?
-    if [ "$got" -ne 0 ] && lsan_tracer_failed "$tmp/err"; then
-        echo "(LeakSanitizer's tracer failed at exit: running '$1 ...' once more)"
-        "$@" >"$tmp/out" 2>"$tmp/err"
-        got=$?
-    fi
     cat "$tmp/out" "$tmp/err" >"$tmp/all"
     if [ "$got" -eq "$want" ]; then
         ok "$desc"
@@ -65,13 +73,8 @@ json() {
 run() {
     local t=$1
     shift
-    timeout -k 5 "$t" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    capture timeout -k 5 "$t" "$@" </dev/null
     rc=$?
-    if [ "$rc" -ne 0 ] && lsan_tracer_failed "$tmp/err"; then
-        echo "(LeakSanitizer's tracer failed at exit: running '$1 ...' once more)"
-        timeout -k 5 "$t" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-        rc=$?
-    fi
 }
 
 suppress_pocl_leaks() {
