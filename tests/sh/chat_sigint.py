@@ -36,7 +36,8 @@ class Chat:
     """tern chat on a pty; everything it prints (stdout and stderr) is read from the master."""
 
     def __init__(self, *extra, canonical=True):
-        argv = [TERN, "chat", "-m", MODEL, "-t", "1", "--temp", "0.8", "-n", "-1"] + list(extra)
+        argv = [TERN, "chat", "-m", MODEL, "-t", "1", "--temp", "0.8", "--seed", "1", "-n", "-1"]
+        argv += list(extra)
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             if not canonical:
@@ -101,16 +102,29 @@ def describe(status):
     return "exit %d" % os.WEXITSTATUS(status)
 
 
+def ask_long_answer(c, text):
+    """Types a message and waits until its answer has streamed for a second. A random model can
+    still end its answer early (a sampled end-of-turn or the plain format's "User:" stop), which
+    would leave the Ctrl-C at the prompt: then the next message is typed, up to three times."""
+    for attempt in range(3):
+        c.read_until(b"> ", 5)
+        c.set_mark()
+        c.type(text)
+        # the line's end: the terminal's echo, or the line editor's redraws (carriage returns only)
+        # and then its newline
+        c.read_until(b"\r\n", 5)
+        c.set_mark()
+        time.sleep(1.0)  # -n -1: the answer would run to the end of the context (seconds)
+        c.read_until(b"\x00never", 0.05)
+        if b"\n\r> " not in c.out[c.mark:]:  # the prompt again (generated text has no bare \r)
+            return True
+    return False
+
+
 # 1. Ctrl-C during generation: back at the prompt; the chat goes on; Ctrl-D quits with 0.
 c = Chat()
 check(c.read_until(b"chat ready", 30), "chat starts", c.out)
-c.read_until(b"> ", 5)
-c.set_mark()
-c.type(b"Tell me a long story about a fox\n")
-# the line's end: the terminal's echo, or the line editor's redraws (carriage returns only) and
-# then its newline
-started = c.read_until(b"\r\n", 5)
-time.sleep(1.0)  # the answer is streaming now (-n -1: it would run to the end of the context)
+check(ask_long_answer(c, b"Tell me a long story about a fox\n"), "an answer is streaming", c.out)
 c.set_mark()
 c.type(CTRL_C)
 check(c.read_until(b"(stopped)", 10), "Ctrl-C during generation stops the answer", c.out)
@@ -155,9 +169,7 @@ check(exited_zero(st), "Ctrl-C at the prompt exits with 0 (%s)" % describe(st), 
 # 4. Two Ctrl-C during generation: the second one exits with 0.
 c = Chat()
 check(c.read_until(b"chat ready", 30), "chat starts (twice)", c.out)
-c.read_until(b"> ", 5)
-c.type(b"Tell me a long story\n")
-time.sleep(1.0)
+check(ask_long_answer(c, b"Tell me a long story\n"), "an answer is streaming (twice)", c.out)
 c.type(CTRL_C)
 time.sleep(0.05)
 c.type(CTRL_C)
