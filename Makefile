@@ -61,7 +61,7 @@ TERN        := $(BUILD)/tern
 # Per-ISA flags: only the files of that ISA are built with them.
 $(BUILD)/%_avx2.o:         ISA_FLAGS := -mavx2 -mfma -mf16c
 $(BUILD)/%_avx512.o:       ISA_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
-X86_AMX_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mamx-tile -mamx-int8
+X86_AMX_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512vbmi -mamx-tile -mamx-int8
 $(BUILD)/%_amx.o:          ISA_FLAGS := $(X86_AMX_FLAGS)
 $(BUILD)/%_neon_dotprod.o: ISA_FLAGS := -march=armv8.2-a+dotprod+fp16
 # i8mm on the v8.2 base, not -march=armv8.6-a, which promises more: Neoverse V1 has i8mm on ARMv8.4-A

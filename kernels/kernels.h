@@ -137,7 +137,7 @@ void tern_attn_queries(const tern_cpu_kernels *k, int64_t dk, int64_t dv, int n_
  * unit and XCR0 enables its tile state (XTILECFG, XTILEDATA); amx_permitted is whether Linux has granted this
  * process the tile data permission (arch_prctl ARCH_GET_XCOMP_PERM), which tern_cpu_kernels_init asks for. */
 typedef struct tern_cpu_features {
-    int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avxvnni; /* x86-64 */
+    int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avx512vbmi, avxvnni; /* x86-64 */
     int amx_tile, amx_int8, amx_bf16, amx_permitted;                      /* x86-64 AMX */
     int neon, dotprod, fp16, i8mm;                                        /* aarch64 */
 } tern_cpu_features;

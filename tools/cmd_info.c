@@ -32,9 +32,9 @@ static int print_cpu(void) {
     tern_cpu_features_detect(&f);
     printf("cpu features:");
 #if defined(__x86_64__)
-    printf("%s%s%s%s%s%s%s%s%s%s%s", f.avx2 ? " avx2" : "", f.fma ? " fma" : "", f.f16c ? " f16c" : "",
+    printf("%s%s%s%s%s%s%s%s%s%s%s%s", f.avx2 ? " avx2" : "", f.fma ? " fma" : "", f.f16c ? " f16c" : "",
            f.avx512f ? " avx512f" : "", f.avx512bw ? " avx512bw" : "", f.avx512vl ? " avx512vl" : "",
-           f.avx512vnni ? " avx512vnni" : "", f.avxvnni ? " avxvnni" : "", f.amx_tile ? " amx_tile" : "",
+           f.avx512vnni ? " avx512vnni" : "", f.avx512vbmi ? " avx512vbmi" : "", f.avxvnni ? " avxvnni" : "", f.amx_tile ? " amx_tile" : "",
            f.amx_int8 ? " amx_int8" : "", f.amx_bf16 ? " amx_bf16" : "");
 #elif defined(__aarch64__)
     printf("%s%s%s%s", f.neon ? " neon" : "", f.dotprod ? " dotprod" : "", f.fp16 ? " fp16" : "",

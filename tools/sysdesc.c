@@ -22,7 +22,8 @@ static void features(char *buf, size_t cap) {
         int on;
         const char *name;
     } all[] = {{f.avx2, "avx2"},       {f.fma, "fma"},         {f.f16c, "f16c"},         {f.avx512f, "avx512f"},
-               {f.avx512bw, "avx512bw"}, {f.avx512vl, "avx512vl"}, {f.avx512vnni, "avx512vnni"}, {f.avxvnni, "avxvnni"},
+               {f.avx512bw, "avx512bw"}, {f.avx512vl, "avx512vl"}, {f.avx512vnni, "avx512vnni"},
+               {f.avx512vbmi, "avx512vbmi"}, {f.avxvnni, "avxvnni"},
                {f.amx_tile, "amx_tile"}, {f.amx_int8, "amx_int8"}, {f.amx_bf16, "amx_bf16"},
                {f.neon, "neon"},       {f.dotprod, "dotprod"}, {f.fp16, "fp16"},         {f.i8mm, "i8mm"}};
     size_t at = 0;

@@ -37,6 +37,7 @@
 #define X86_EBX7_AVX512F (1u << 16)
 #define X86_EBX7_AVX512BW (1u << 30)
 #define X86_EBX7_AVX512VL (1u << 31)
+#define X86_ECX7_AVX512VBMI (1u << 1)
 #define X86_ECX7_AVX512VNNI (1u << 11)
 /* CPUID.(7,0):EDX */
 #define X86_EDX7_AMX_BF16 (1u << 22)
@@ -98,6 +99,7 @@ static void detect_x86(tern_cpu_features *f) {
         f->avx512bw = f->avx512f && (ebx & X86_EBX7_AVX512BW) != 0;
         f->avx512vl = f->avx512f && (ebx & X86_EBX7_AVX512VL) != 0;
         f->avx512vnni = f->avx512f && (ecx & X86_ECX7_AVX512VNNI) != 0;
+        f->avx512vbmi = f->avx512f && (ecx & X86_ECX7_AVX512VBMI) != 0;
     }
     if ((xcr0 & XCR0_TILE) == XCR0_TILE) {
         f->amx_tile = (edx & X86_EDX7_AMX_TILE) != 0;

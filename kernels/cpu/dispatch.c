@@ -115,7 +115,8 @@ typedef struct isa_path {
 #define ARM_FILL(fn) NULL
 #endif
 static const isa_path isa_paths[] = {
-    {"amx", {NEED_AVX512VNNI, NEED(amx_tile), NEED(amx_int8)}, true, X86_FILL(tern_cpu_kernels_fill_amx)},
+    {"amx", {NEED_AVX512VNNI, NEED(avx512vbmi), NEED(amx_tile), NEED(amx_int8)}, true,
+     X86_FILL(tern_cpu_kernels_fill_amx)},
     {"avx512vnni", {NEED_AVX512VNNI}, false, X86_FILL(tern_cpu_kernels_fill_avx512vnni)},
     {"avx2", {NEED_AVX2}, false, X86_FILL(tern_cpu_kernels_fill_avx2)},
     {"neon-i8mm", {NEED(neon), NEED(dotprod), NEED(fp16), NEED(i8mm)}, false, ARM_FILL(tern_cpu_kernels_fill_neon_i8mm)},

@@ -1,7 +1,7 @@
 /*
- * The amx path (x86-64 with AMX-TILE and AMX-INT8, on top of everything avx512vnni needs): the
- * avx512vnni table with the prefill gemm of Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 on tile multiplies. Decode
- * (m < AMX_MIN_M) and the activation rows past the last whole tile of 16 go to the avx512vnni kernels,
+ * The amx path (x86-64 with AMX-TILE, AMX-INT8 and AVX512-VBMI, on top of everything avx512vnni needs): the
+ * avx512vnni table with the prefill gemm of Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 on tile multiplies.
+ * Decode (m < AMX_MIN_M) and the activation rows past the last whole tile of 16 go to the avx512vnni kernels,
  * so a token at a time runs exactly as on that path.
  *
  * TDPBSSD multiplies a tile A (16 rows x 64 bytes at most, signed int8) by a tile B (K/4 rows of 16
@@ -49,9 +49,13 @@
  * Blocking: weight rows in groups of 16 (a group past the last weight row is padded with zero rows, whose
  * outputs are never stored), k in chunks of AMX_CHUNK units of 256 elements (K-quants: AMX_CHUNK_K, their
  * units being two or three panels); per group and chunk the panel (16-24 KiB used, for L1) is unpacked
- * once and every tile of 16 activation rows passes over it. Within a tile, the 32-element formats' two C
- * tiles alternate over a unit's blocks (C in tiles 0 and 1, A in 2 and 3, B in 4 and 5; Q4_K: C in 0-2,
- * A in 3, B in 4-6; Q6_K: C in 0 and 1, A in 3, B in 4 and 5) and are stored to a buffer; the next
+ * once and every tile of 16 activation rows passes over it. Each group reads all the activation rows, so
+ * they are taken in blocks of at most AMX_ACT_BYTES (whole tiles), which stay in L2 across the groups: a
+ * prompt of 512 rows of 4096 (2.3 MiB of Q8_K) otherwise came from L3 for every group of 16 weight rows.
+ * The K-quants' panels are unpacked 16 rows at once (amx_words16: a transpose by 32-bit words makes each
+ * register a B row; Q4_K's level times scale part is a vpermt2b lookup). Within a tile, the 32-element
+ * formats' two C tiles alternate over a unit's blocks (C in tiles 0 and 1, A in 2 and 3, B in 4 and 5; Q4_K:
+ * C in 0-2, A in 3, B in 4-6; Q6_K: C in 0 and 1, A in 3, B in 4 and 5) and are stored to a buffer; the next
  * unit's multiplies are issued before this unit's sums are scaled, so the tile unit and the vector units
  * work at the same time. A call takes about 70 KiB of stack (the panel and two units' C buffers),
  * nothing from the heap.
@@ -77,6 +81,11 @@
 /* The K-quants' units per panel: two or three panels a unit (8-12 KiB) instead of one, so that a chunk
  * stays within L1. */
 #define AMX_CHUNK_K 2
+/* The activation rows one pass over the weights takes at most, in bytes: each group of 16 weight rows reads
+ * all of them, so they should stay in L2. */
+#ifndef AMX_ACT_BYTES
+#define AMX_ACT_BYTES (768 << 10)
+#endif
 /* Activation rows from which the tiles are used; below, one tile would be mostly empty. */
 #define AMX_MIN_M 16
 
@@ -101,10 +110,9 @@ typedef struct amx_panel {
     _Alignas(64) float scale[AMX_CHUNK][8][AMX_TILE_N];
     _Alignas(64) float offset[AMX_CHUNK][8][AMX_TILE_N];
     /* K-quants (AMX_CHUNK_K units; b holds Q4_K's a_t q, Q6_K's hi part): */
-    _Alignas(64) int8_t b_lo[AMX_CHUNK_K][AMX_UNIT * AMX_TILE_N];  /* Q4_K's b_t q, Q6_K's lo part */
+    _Alignas(64) int8_t b_lo[AMX_CHUNK_K][AMX_UNIT * AMX_TILE_N]; /* Q4_K's b_t q, Q6_K's lo part */
     /* Q4_K: mn_t in every element of sub-block t */
     _Alignas(64) int8_t b_min[AMX_CHUNK_K][AMX_UNIT * AMX_TILE_N];
-    _Alignas(64) uint8_t mn[AMX_CHUNK_K][8][AMX_TILE_N];            /* mn_t of the 16 rows, for b_min */
     _Alignas(64) float d[AMX_CHUNK_K][AMX_TILE_N];
     _Alignas(64) float dmin[AMX_CHUNK_K][AMX_TILE_N]; /* Q4_K */
 } amx_panel;
@@ -159,76 +167,165 @@ static TERN_AVX2_INLINE void amx_store_rows4(const __m256i v[4], int8_t *restric
     }
 }
 
-/* times[a][q] = a q: a Q4_K level times one part of its sub-block's scale, by table lookup (vpshufb). */
-#define AMX_TIMES_ROW(a)                                                                                         \
-    {0 * (a), 1 * (a), 2 * (a), 3 * (a), 4 * (a), 5 * (a), 6 * (a), 7 * (a), 8 * (a), 9 * (a), 10 * (a), 11 * (a), \
-     12 * (a), 13 * (a), 14 * (a), 15 * (a)}
-static const _Alignas(16) uint8_t amx_times[8][16] = {AMX_TIMES_ROW(0), AMX_TIMES_ROW(1), AMX_TIMES_ROW(2),
-                                                       AMX_TIMES_ROW(3), AMX_TIMES_ROW(4), AMX_TIMES_ROW(5),
-                                                       AMX_TIMES_ROW(6), AMX_TIMES_ROW(7)};
-
-static TERN_AVX2_INLINE __m256i amx_times_table(int a) {
-    return _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)amx_times[a]));
+/* The 16 rows' bytes 0..63 of the 4 registers r[0..3] (row n's 16 bytes at 16 (n % 4) of r[n / 4]): byte t
+ * of every row, each in the 4 bytes of the row's 32-bit lane. */
+static TERN_AVX2_INLINE __m512i amx_row_byte(const __m512i r[4], int t) {
+    /* output byte p, row n = p / 4: byte 16 (n % 8) + t of the pair r[0], r[1] (rows 0-7), or r[2], r[3] */
+    const __m512i idx =
+        _mm512_add_epi8(_mm512_set_epi32(0x70707070, 0x60606060, 0x50505050, 0x40404040, 0x30303030,
+                                         0x20202020, 0x10101010, 0, 0x70707070, 0x60606060, 0x50505050,
+                                         0x40404040, 0x30303030, 0x20202020, 0x10101010, 0),
+                        _mm512_set1_epi8((char)t));
+    return _mm512_mask_blend_epi8((__mmask64)0xFFFFFFFF00000000ull, _mm512_permutex2var_epi8(r[0], idx, r[1]),
+                                  _mm512_permutex2var_epi8(r[2], idx, r[3]));
 }
 
-/* Rows n..n+3 of unit u from the Q4_K blocks src[j]: chunk c's low nibbles are sub-block 2c, the high
- * ones 2c + 1 (quant/block_q4_k.h); each level goes out as a_t q into b and b_t q into b_lo. */
-static void amx_unpack_q4k(const uint8_t *const src[4], amx_panel *restrict p, int u, int n) {
-    const __m256i nibble = _mm256_set1_epi8(0x0F);
-    _Alignas(16) uint8_t sm[4][16]; /* sc0..sc7, mn0..mn7 of each row */
-    for (int j = 0; j < 4; j++) {
-        _mm_store_si128((__m128i *)sm[j], tern_avx2_k4_scales_mins(src[j] + 4));
-        p->d[u][n + j] = tern_avx2_f16(src[j]);
-        p->dmin[u][n + j] = tern_avx2_f16(src[j] + 2);
-        for (int t = 0; t < 8; t++)
-            p->mn[u][t][n + j] = sm[j][8 + t];
+/* The 32 bytes at src[n] + off of the 16 rows, transposed by 32-bit words: w[j] holds bytes 4j..4j+3 of row n
+ * in its lane n (an 8 x 8 word transpose within each 256-bit half, rows 0-7 in the low one; its last step
+ * takes 128-bit lanes of two registers). */
+static TERN_AVX2_INLINE void amx_words16(const uint8_t *const src[AMX_TILE_N], size_t off, __m512i w[8]) {
+    __m512i z[8], t2[8], t4[8];
+    for (int k = 0; k < 8; k++)
+        z[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(src[k] + off))),
+                                  _mm256_loadu_si256((const __m256i *)(src[k + 8] + off)), 1);
+    for (int k = 0; k < 8; k += 2) {
+        t2[k] = _mm512_unpacklo_epi32(z[k], z[k + 1]);
+        t2[k + 1] = _mm512_unpackhi_epi32(z[k], z[k + 1]);
     }
-    for (int t = 0; t < 8; t++) {
-        __m256i hi[4], lo[4];
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(src[j] + 16 + 32 * (t / 2)));
-            const __m256i level = _mm256_and_si256(t % 2 ? _mm256_srli_epi16(q, 4) : q, nibble);
-            hi[j] = _mm256_shuffle_epi8(amx_times_table(sm[j][t] >> 3), level);
-            lo[j] = _mm256_shuffle_epi8(amx_times_table(sm[j][t] & 7), level);
-        }
-        amx_store_rows4(hi, p->b[u] + 512 * t, n);
-        amx_store_rows4(lo, p->b_lo[u] + 512 * t, n);
+    for (int h = 0; h < 8; h += 4) {
+        t4[h] = _mm512_unpacklo_epi64(t2[h], t2[h + 2]);     /* words 4L of rows h..h+3 in lane L */
+        t4[h + 1] = _mm512_unpackhi_epi64(t2[h], t2[h + 2]); /* words 4L + 1 */
+        t4[h + 2] = _mm512_unpacklo_epi64(t2[h + 1], t2[h + 3]);
+        t4[h + 3] = _mm512_unpackhi_epi64(t2[h + 1], t2[h + 3]);
+    }
+    const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13),
+                  odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int m = 0; m < 4; m++) {
+        w[m] = _mm512_permutex2var_epi64(t4[m], even, t4[4 + m]);
+        w[m + 4] = _mm512_permutex2var_epi64(t4[m], odd, t4[4 + m]);
     }
 }
 
-/* Unit u's b_min from its 16 rows' mins: sub-block t's 8 B rows are each mn_t of the 16 columns, 4 times. */
-static void amx_min_panel_q4k(amx_panel *restrict p, int u) {
+/* a q for a in 0..7, q in 0..15, at byte 16 a + q: a Q4_K level times one part of its sub-block's scale,
+ * looked up by vpermt2b with the level in the index's low nibble and the part above it. */
+#define AMX_TIMES_ROW(a)                                                                                     \
+    0 * (a), 1 * (a), 2 * (a), 3 * (a), 4 * (a), 5 * (a), 6 * (a), 7 * (a), 8 * (a), 9 * (a), 10 * (a),      \
+        11 * (a), 12 * (a), 13 * (a), 14 * (a), 15 * (a)
+static const _Alignas(64) uint8_t amx_times[128] = {AMX_TIMES_ROW(0), AMX_TIMES_ROW(1), AMX_TIMES_ROW(2),
+                                                    AMX_TIMES_ROW(3), AMX_TIMES_ROW(4), AMX_TIMES_ROW(5),
+                                                    AMX_TIMES_ROW(6), AMX_TIMES_ROW(7)};
+#undef AMX_TIMES_ROW
+
+/* The 16 rows of unit u from the Q4_K blocks src[n]. The scales first: each sub-block's sc_t of the 16 rows
+ * becomes the parts' lookup offsets 16 a_t and 16 b_t in every byte of a row's 32-bit lane, mn_t goes to
+ * mins. Then per 32 bytes of qs (chunk c: sub-blocks 2c in the low nibbles, 2c + 1 in the high ones) the
+ * 16 rows' bytes are transposed by 32-bit words, so that register j holds bytes 4j..4j+3 of every row:
+ * its low nibbles are B row j of the K = 64 slice c, its high nibbles B row 8 + j. A level OR-ed with an
+ * offset looks up a_t q (into b) and b_t q (into b_lo); no per-row stores. */
+static void amx_unpack_q4k(const uint8_t *const src[AMX_TILE_N], amx_panel *restrict p, int u) {
+    _Alignas(64) uint8_t sm[AMX_TILE_N][16]; /* sc0..sc7, mn0..mn7 of each row */
+    for (int n = 0; n < AMX_TILE_N; n++) {
+        _mm_store_si128((__m128i *)sm[n], tern_avx2_k4_scales_mins(src[n] + 4));
+        p->d[u][n] = tern_avx2_f16(src[n]);
+        p->dmin[u][n] = tern_avx2_f16(src[n] + 2);
+    }
+    __m512i rows[4], part_a[8], part_b[8];
+    for (int g = 0; g < 4; g++)
+        rows[g] = _mm512_load_si512(sm[4 * g]);
+    const __m512i three_bits = _mm512_set1_epi8(0x70);
     for (int t = 0; t < 8; t++) {
-        const __m512i row = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)p->mn[u][t])),
-                                               _mm512_set1_epi32(0x01010101));
+        const __m512i sc = amx_row_byte(rows, t);
+        part_a[t] = _mm512_and_si512(_mm512_add_epi8(sc, sc), three_bits);  /* (sc >> 3) << 4 */
+        part_b[t] = _mm512_and_si512(_mm512_slli_epi16(sc, 4), three_bits); /* (sc & 7) << 4 */
+        /* mn_t of the 16 columns is each of the 8 B rows of sub-block t: the K = 64 slice t / 2, rows 8 (t %
+         * 2).. */
+        const __m512i mn = amx_row_byte(rows, 8 + t);
         for (int r = 0; r < 8; r++)
-            _mm512_store_si512(p->b_min[u] + 512 * t + 64 * r, row);
+            _mm512_store_si512(p->b_min[u] + 1024 * (t / 2) + 64 * (8 * (t % 2) + r), mn);
+    }
+    const __m512i times_lo = _mm512_load_si512(amx_times), times_hi = _mm512_load_si512(amx_times + 64);
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; c++) {
+        __m512i word[8];
+        amx_words16(src, 16 + 32 * (size_t)c, word);
+        int8_t *slab = p->b[u] + 1024 * c, *slab_lo = p->b_lo[u] + 1024 * c;
+        for (int j = 0; j < 8; j++) { /* word j of every row: B rows j (low nibbles) and 8 + j (high) */
+            const __m512i high = _mm512_srli_epi16(word[j], 4);
+            /* offset | (x & 0x0F): vpternlog's 0xF8 is A | (B & C) */
+            _mm512_store_si512(
+                slab + 64 * j,
+                _mm512_permutex2var_epi8(
+                    times_lo, _mm512_ternarylogic_epi32(part_a[2 * c], word[j], nibble, 0xF8), times_hi));
+            _mm512_store_si512(
+                slab_lo + 64 * j,
+                _mm512_permutex2var_epi8(
+                    times_lo, _mm512_ternarylogic_epi32(part_b[2 * c], word[j], nibble, 0xF8), times_hi));
+            _mm512_store_si512(
+                slab + 64 * (8 + j),
+                _mm512_permutex2var_epi8(
+                    times_lo, _mm512_ternarylogic_epi32(part_a[2 * c + 1], high, nibble, 0xF8), times_hi));
+            _mm512_store_si512(
+                slab_lo + 64 * (8 + j),
+                _mm512_permutex2var_epi8(
+                    times_lo, _mm512_ternarylogic_epi32(part_b[2 * c + 1], high, nibble, 0xF8), times_hi));
+        }
     }
 }
 
-/* Rows n..n+3 of unit u from the Q6_K blocks src[j]: each level centred to -32..31 times its sub-block's
- * scale sc_t (-128..127) is v = sc_t (q - 32), -4064..4096, split as 128 hi + lo with hi = v >> 7
- * (-32..32) into b and lo = v & 127 (0..127) into b_lo; d[u] the rows' d. */
-static void amx_unpack_q6k(const uint8_t *const src[4], amx_panel *restrict p, int u, int n) {
-    __m256i lv[4][8];
-    for (int j = 0; j < 4; j++) {
-        tern_avx2_q6k_levels(src[j], lv[j]);
-        p->d[u][n + j] = tern_avx2_f16((const uint8_t *)&((const tern_block_q6_k *)src[j])->d);
+/* The 16 rows of unit u from the Q6_K blocks src[n]: each level centred to -32..31 times its sub-block's
+ * scale sc_t (-128..127) is v = sc_t (q - 32), -4064..4096, split as 128 hi + lo with hi = v >> 7 (-32..32)
+ * into b and lo = v & 127 (0..127) into b_lo; d[u] the rows' d. The bytes of ql and qh are transposed by
+ * 32-bit words as Q4_K's are (amx_words16), so that a level's 6 bits are put together in B's order; the
+ * products are 16-bit (vpmaddubsw, the other byte of each pair times 0), even and odd bytes apart. */
+static void amx_unpack_q6k(const uint8_t *const src[AMX_TILE_N], amx_panel *restrict p, int u) {
+    _Alignas(64) int8_t scales[AMX_TILE_N][16];
+    for (int n = 0; n < AMX_TILE_N; n++) {
+        const tern_block_q6_k *b = (const tern_block_q6_k *)src[n];
+        _mm_store_si128((__m128i *)scales[n], _mm_loadu_si128((const __m128i *)b->scales));
+        p->d[u][n] = tern_avx2_f16((const uint8_t *)&b->d);
     }
-    for (int g = 0; g < 8; g++) {
-        __m256i hi[4], lo[4];
-        for (int j = 0; j < 4; j++) {
-            const int8_t *sc = ((const tern_block_q6_k *)src[j])->scales;
-            /* the 32 levels of group g are sub-blocks 2g (words 0-15) and 2g + 1 (words 16-31) */
-            const __m512i scale =
-                _mm512_mask_set1_epi16(_mm512_set1_epi16(sc[2 * g]), 0xFFFF0000, sc[2 * g + 1]);
-            const __m512i v = _mm512_mullo_epi16(
-                _mm512_sub_epi16(_mm512_cvtepu8_epi16(lv[j][g]), _mm512_set1_epi16(32)), scale);
-            hi[j] = _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 7));
-            lo[j] = _mm512_cvtepi16_epi8(_mm512_and_si512(v, _mm512_set1_epi16(127)));
+    __m512i rows[4];
+    for (int g = 0; g < 4; g++)
+        rows[g] = _mm512_load_si512(scales[4 * g]);
+    /* per sub-block t: sc_t in the even bytes (the odd ones 0), in the odd bytes, and 32 sc_t per 16 bits */
+    __m512i sc_even[16], sc_odd[16], sc_32[16];
+    for (int t = 0; t < 16; t++) {
+        const __m512i sc = amx_row_byte(rows, t);
+        sc_even[t] = _mm512_and_si512(sc, _mm512_set1_epi16(0x00FF));
+        sc_odd[t] = _mm512_and_si512(sc, _mm512_set1_epi16((short)0xFF00));
+        sc_32[t] = _mm512_srai_epi16(_mm512_slli_epi16(sc, 8), 3);
+    }
+    const __m512i nibble = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30),
+                  low7 = _mm512_set1_epi8(0x7F);
+    const __mmask64 odd = 0xAAAAAAAAAAAAAAAAull;
+    for (int h = 0; h < 2; h++) {
+        __m512i ql[2][8], qh[8];
+        amx_words16(src, 64 * (size_t)h, ql[0]);
+        amx_words16(src, 64 * (size_t)h + 32, ql[1]);
+        amx_words16(src, 128 + 32 * (size_t)h, qh);
+        for (int k = 0; k < 4; k++) { /* elements 128h + 32k + l: group g = 4h + k, K = 64 slice g / 2 */
+            const int g = 4 * h + k;
+            int8_t *slab = p->b[u] + 1024 * (g / 2) + 512 * (g % 2),
+                   *slab_lo = p->b_lo[u] + 1024 * (g / 2) + 512 * (g % 2);
+            for (int j = 0; j < 8; j++) { /* l = 4j..4j+3: B row 8 (g % 2) + j */
+                const __m512i low = k < 2 ? ql[k][j] : _mm512_srli_epi16(ql[k - 2][j], 4);
+                const __m512i two = k == 0   ? _mm512_slli_epi16(qh[j], 4)
+                                    : k == 1 ? _mm512_slli_epi16(qh[j], 2)
+                                    : k == 2 ? qh[j]
+                                             : _mm512_srli_epi16(qh[j], 2);
+                /* (low & 0x0F) | (two & 0x30): vpternlog's 0xF8 is A | (B & C) */
+                const __m512i q = _mm512_ternarylogic_epi32(_mm512_and_si512(two, top), low, nibble, 0xF8);
+                const int t = 2 * g + j / 4;
+                const __m512i v_even = _mm512_sub_epi16(_mm512_maddubs_epi16(q, sc_even[t]), sc_32[t]);
+                const __m512i v_odd = _mm512_sub_epi16(_mm512_maddubs_epi16(q, sc_odd[t]), sc_32[t]);
+                /* hi: v >> 7, the odd bytes' as bits 7..14 of v_odd; lo: v & 127 */
+                _mm512_store_si512(slab + 64 * j, _mm512_mask_blend_epi8(odd, _mm512_srai_epi16(v_even, 7),
+                                                                         _mm512_slli_epi16(v_odd, 1)));
+                _mm512_store_si512(
+                    slab_lo + 64 * j,
+                    _mm512_and_si512(_mm512_mask_blend_epi8(odd, v_even, _mm512_slli_epi16(v_odd, 8)), low7));
+            }
         }
-        amx_store_rows4(hi, p->b[u] + 512 * g, n);
-        amx_store_rows4(lo, p->b_lo[u] + 512 * g, n);
     }
 }
 
@@ -257,24 +354,21 @@ static void amx_unpack(enum amx_format f, const uint8_t *restrict w, size_t w_st
     const size_t unit_bytes = f == AMX_Q4_K   ? sizeof(tern_block_q4_k)
                               : f == AMX_Q6_K ? sizeof(tern_block_q6_k)
                                               : 8 * block_bytes(amx_format32(f));
-    for (int u = 0; u < n_units; u++)
-        for (int n = 0; n < AMX_TILE_N; n += 4) {
-            const uint8_t *src[4];
-            for (int j = 0; j < 4; j++)
-                src[j] = n + j < n_valid ? w + (size_t)(n0 + n + j) * w_stride + (size_t)(u0 + u) * unit_bytes
-                                         : amx_zero_unit;
-            if (f == AMX_Q4_K)
-                amx_unpack_q4k(src, p, u, n);
-            else if (f == AMX_Q6_K)
-                amx_unpack_q6k(src, p, u, n);
-            else {
-                const int64_t left = blocks_32 - 8 * (u0 + u);
-                amx_unpack_32(src, amx_format32(f), left < 8 ? (int)left : 8, p, u, n);
-            }
+    for (int u = 0; u < n_units; u++) {
+        const uint8_t *src[AMX_TILE_N];
+        for (int j = 0; j < AMX_TILE_N; j++)
+            src[j] =
+                j < n_valid ? w + (size_t)(n0 + j) * w_stride + (size_t)(u0 + u) * unit_bytes : amx_zero_unit;
+        if (f == AMX_Q4_K)
+            amx_unpack_q4k(src, p, u);
+        else if (f == AMX_Q6_K)
+            amx_unpack_q6k(src, p, u);
+        else {
+            const int64_t left = blocks_32 - 8 * (u0 + u);
+            for (int n = 0; n < AMX_TILE_N; n += 4)
+                amx_unpack_32(src + n, amx_format32(f), left < 8 ? (int)left : 8, p, u, n);
         }
-    if (f == AMX_Q4_K)
-        for (int u = 0; u < n_units; u++)
-            amx_min_panel_q4k(p, u);
+    }
     amx_memory_barrier();
 }
 
@@ -389,8 +483,8 @@ static TERN_AVX2_INLINE void amx_unit_scale_q6k(const amx_panel *restrict p, int
 #pragma GCC unroll 16
     for (int i = 0; i < AMX_TILE_M; i++) {
         const tern_block_q8_k *a = (const tern_block_q8_k *)(xu + (size_t)i * x_stride);
-        const __m512i sums = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[0][i]), 7),
-                                              _mm512_load_si512(c[1][i]));
+        const __m512i sums =
+            _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[0][i]), 7), _mm512_load_si512(c[1][i]));
         out[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sums), d), _mm512_set1_ps(a->d), out[i]);
     }
 }
@@ -398,15 +492,17 @@ static TERN_AVX2_INLINE void amx_unit_scale_q6k(const amx_panel *restrict p, int
 /* out[i] += d_a[i] (d (8 S_a + S_b) - dmin S_mn) for Q4_K's unit u from its sums c[0..2]. */
 static TERN_AVX2_INLINE void amx_unit_scale_q4k(const amx_panel *restrict p, int u,
                                                 const int32_t c[][AMX_TILE_M][AMX_TILE_N],
-                                                const uint8_t *restrict xu, size_t x_stride, __m512 out[AMX_TILE_M]) {
+                                                const uint8_t *restrict xu, size_t x_stride,
+                                                __m512 out[AMX_TILE_M]) {
     const __m512 d = _mm512_load_ps(p->d[u]), dmin = _mm512_load_ps(p->dmin[u]);
 #pragma GCC unroll 16
     for (int i = 0; i < AMX_TILE_M; i++) {
         const tern_block_q8_k *a = (const tern_block_q8_k *)(xu + (size_t)i * x_stride);
-        const __m512i levels = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[0][i]), 3),
-                                                _mm512_load_si512(c[1][i]));
+        const __m512i levels =
+            _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[0][i]), 3), _mm512_load_si512(c[1][i]));
         const __m512 mins = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2][i])), dmin);
-        out[i] = _mm512_fmadd_ps(_mm512_fmsub_ps(_mm512_cvtepi32_ps(levels), d, mins), _mm512_set1_ps(a->d), out[i]);
+        out[i] = _mm512_fmadd_ps(_mm512_fmsub_ps(_mm512_cvtepi32_ps(levels), d, mins), _mm512_set1_ps(a->d),
+                                 out[i]);
     }
 }
 
@@ -508,20 +604,29 @@ static TERN_AVX2_INLINE void amx_gemm(const enum amx_format f, int64_t k, const 
                                       size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {
     const int64_t n_units = (k + AMX_UNIT - 1) / AMX_UNIT, blocks_32 = amx_is_k_quant(f) ? 0 : k / TERN_QK8_0;
     const size_t a_unit = amx_a_unit(f);
-    const __m512i rows_off = _mm512_mullo_epi32(_mm512_set1_epi32((int)x_stride),
-                                                _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m512i rows_off =
+        _mm512_mullo_epi32(_mm512_set1_epi32((int)x_stride),
+                           _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
     amx_panel p;
     const int chunk = amx_is_k_quant(f) ? AMX_CHUNK_K : AMX_CHUNK;
     amx_configure(amx_is_k_quant(f) ? 64 : 32); /* K = 64: every tile 16 x 64 bytes */
-    for (int64_t n0 = 0; n0 < n_rows; n0 += AMX_TILE_N) {
-        const int n_valid = n_rows - n0 < AMX_TILE_N ? (int)(n_rows - n0) : AMX_TILE_N;
-        const __mmask16 valid = (__mmask16)((1u << n_valid) - 1);
-        for (int64_t u0 = 0; u0 < n_units; u0 += chunk) {
-            const int nu = n_units - u0 < chunk ? (int)(n_units - u0) : chunk;
-            amx_unpack(f, w, w_stride, n0, n_valid, u0, nu, blocks_32, &p);
-            for (int64_t i0 = 0; i0 < m; i0 += AMX_TILE_M)
-                amx_tile(f, &p, nu, blocks_32 - 8 * u0, x + (size_t)i0 * x_stride + (size_t)u0 * a_unit, x_stride,
-                         rows_off, y + i0 * y_stride + n0, y_stride, valid, u0 > 0);
+    /* Activation rows in blocks of at most AMX_ACT_BYTES, whole tiles, as even as can be */
+    const int64_t tiles = m / AMX_TILE_M, rows_bytes = m * (int64_t)x_stride;
+    const int64_t n_blocks =
+        rows_bytes > AMX_ACT_BYTES ? (rows_bytes + AMX_ACT_BYTES - 1) / AMX_ACT_BYTES : 1;
+    const int64_t block_rows = (tiles + n_blocks - 1) / n_blocks * AMX_TILE_M;
+    for (int64_t i_lo = 0; i_lo < m; i_lo += block_rows) {
+        const int64_t i_hi = m - i_lo < block_rows ? m : i_lo + block_rows;
+        for (int64_t n0 = 0; n0 < n_rows; n0 += AMX_TILE_N) {
+            const int n_valid = n_rows - n0 < AMX_TILE_N ? (int)(n_rows - n0) : AMX_TILE_N;
+            const __mmask16 valid = (__mmask16)((1u << n_valid) - 1);
+            for (int64_t u0 = 0; u0 < n_units; u0 += chunk) {
+                const int nu = n_units - u0 < chunk ? (int)(n_units - u0) : chunk;
+                amx_unpack(f, w, w_stride, n0, n_valid, u0, nu, blocks_32, &p);
+                for (int64_t i0 = i_lo; i0 < i_hi; i0 += AMX_TILE_M)
+                    amx_tile(f, &p, nu, blocks_32 - 8 * u0, x + (size_t)i0 * x_stride + (size_t)u0 * a_unit,
+                             x_stride, rows_off, y + i0 * y_stride + n0, y_stride, valid, u0 > 0);
+            }
         }
     }
     _tile_release();
@@ -565,15 +670,16 @@ static TERN_AVX2_INLINE int64_t amx_rows(int64_t m, size_t x_stride) {
     return m >= AMX_MIN_M && x_stride <= INT32_MAX / AMX_TILE_M ? m - m % AMX_TILE_M : 0;
 }
 
-#define AMX_GEMM(name, format, vnni)                                                                            \
-    static void name(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows, const void *restrict x, \
-                     size_t x_stride, int64_t m, float *restrict y, int64_t y_stride) {                         \
-        const int64_t m_amx = amx_rows(m, x_stride);                                                            \
-        if (m_amx)                                                                                              \
-            amx_gemm(format, k, w, w_stride, n_rows, x, x_stride, m_amx, y, y_stride);                          \
-        if (m > m_amx)                                                                                          \
-            vnni(k, w, w_stride, n_rows, (const uint8_t *)x + (size_t)m_amx * x_stride, x_stride, m - m_amx,    \
-                 y + m_amx * y_stride, y_stride);                                                               \
+#define AMX_GEMM(name, format, vnni)                                                                         \
+    static void name(int64_t k, const void *restrict w, size_t w_stride, int64_t n_rows,                     \
+                     const void *restrict x, size_t x_stride, int64_t m, float *restrict y,                  \
+                     int64_t y_stride) {                                                                     \
+        const int64_t m_amx = amx_rows(m, x_stride);                                                         \
+        if (m_amx)                                                                                           \
+            amx_gemm(format, k, w, w_stride, n_rows, x, x_stride, m_amx, y, y_stride);                       \
+        if (m > m_amx)                                                                                       \
+            vnni(k, w, w_stride, n_rows, (const uint8_t *)x + (size_t)m_amx * x_stride, x_stride, m - m_amx, \
+                 y + m_amx * y_stride, y_stride);                                                            \
     }
 AMX_GEMM(gemm_q4_k, AMX_Q4_K, tern_avx512_gemm_q4_k)
 AMX_GEMM(gemm_q6_k, AMX_Q6_K, tern_avx512_gemm_q6_k)
