@@ -456,6 +456,9 @@ static void test_gemm_amx_tiles(void **state) {
         for (size_t a = 0; a < 4; a++)
             for (size_t b = 0; b < 3; b++)
                 check_gemm(f, type, ks[(a + b) % 3], rows[b], ms[a], seed++);
+        /* 277 activation rows of more than 768 KiB: amx_gemm's two row blocks (144 and 128 rows) and 5 rows
+         * past the last tile */
+        check_gemm(f, type, t < 2 ? 11 * 256 : 87 * 32, 37, 277, seed++);
     }
 }
 

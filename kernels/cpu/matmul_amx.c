@@ -86,6 +86,9 @@
 #ifndef AMX_ACT_BYTES
 #define AMX_ACT_BYTES (768 << 10)
 #endif
+/* ... but of at least this many tiles: a block unpacks the panels again, which a few tiles do not repay (a
+ * 2048 x 5632 product at m = 128 in two blocks of 64 rows took 1.2x as long as in one). */
+#define AMX_MIN_BLOCK_TILES 8
 /* Activation rows from which the tiles are used; below, one tile would be mostly empty. */
 #define AMX_MIN_M 16
 
@@ -610,11 +613,14 @@ static TERN_AVX2_INLINE void amx_gemm(const enum amx_format f, int64_t k, const 
     amx_panel p;
     const int chunk = amx_is_k_quant(f) ? AMX_CHUNK_K : AMX_CHUNK;
     amx_configure(amx_is_k_quant(f) ? 64 : 32); /* K = 64: every tile 16 x 64 bytes */
-    /* Activation rows in blocks of at most AMX_ACT_BYTES, whole tiles, as even as can be */
+    /* Activation rows in blocks of at most AMX_ACT_BYTES (at least AMX_MIN_BLOCK_TILES), whole tiles, as even
+     * as can be */
     const int64_t tiles = m / AMX_TILE_M, rows_bytes = m * (int64_t)x_stride;
     const int64_t n_blocks =
         rows_bytes > AMX_ACT_BYTES ? (rows_bytes + AMX_ACT_BYTES - 1) / AMX_ACT_BYTES : 1;
-    const int64_t block_rows = (tiles + n_blocks - 1) / n_blocks * AMX_TILE_M;
+    int64_t block_rows = (tiles + n_blocks - 1) / n_blocks * AMX_TILE_M;
+    if (block_rows < AMX_MIN_BLOCK_TILES * AMX_TILE_M)
+        block_rows = AMX_MIN_BLOCK_TILES * AMX_TILE_M;
     for (int64_t i_lo = 0; i_lo < m; i_lo += block_rows) {
         const int64_t i_hi = m - i_lo < block_rows ? m : i_lo + block_rows;
         for (int64_t n0 = 0; n0 < n_rows; n0 += AMX_TILE_N) {
