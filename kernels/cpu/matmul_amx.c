@@ -219,6 +219,15 @@ static const _Alignas(64) uint8_t amx_times[128] = {AMX_TIMES_ROW(0), AMX_TIMES_
                                                     AMX_TIMES_ROW(6), AMX_TIMES_ROW(7)};
 #undef AMX_TIMES_ROW
 
+/* B row of Q4_K products: the levels in the low nibbles of x (any high bits ignored) times the scale part
+ * whose lookup offset 16 a is in part, looked up in amx_times (the table in times_lo, times_hi). vpternlog's
+ * 0xF8 is A | (B & C): the offset OR-ed with the level. */
+static TERN_AVX2_INLINE __m512i amx_times_levels(__m512i part, __m512i x, __m512i times_lo,
+                                                 __m512i times_hi) {
+    const __m512i index = _mm512_ternarylogic_epi32(part, x, _mm512_set1_epi8(0x0F), 0xF8);
+    return _mm512_permutex2var_epi8(times_lo, index, times_hi);
+}
+
 /* The 16 rows of unit u from the Q4_K blocks src[n]. The scales first: each sub-block's sc_t of the 16 rows
  * becomes the parts' lookup offsets 16 a_t and 16 b_t in every byte of a row's 32-bit lane, mn_t goes to
  * mins. Then per 32 bytes of qs (chunk c: sub-blocks 2c in the low nibbles, 2c + 1 in the high ones) the
@@ -240,37 +249,24 @@ static void amx_unpack_q4k(const uint8_t *const src[AMX_TILE_N], amx_panel *rest
         const __m512i sc = amx_row_byte(rows, t);
         part_a[t] = _mm512_and_si512(_mm512_add_epi8(sc, sc), three_bits);  /* (sc >> 3) << 4 */
         part_b[t] = _mm512_and_si512(_mm512_slli_epi16(sc, 4), three_bits); /* (sc & 7) << 4 */
-        /* mn_t of the 16 columns is each of the 8 B rows of sub-block t: the K = 64 slice t / 2, rows 8 (t %
-         * 2).. */
+        /* mn_t of the 16 columns is each of sub-block t's 8 B rows: slice t / 2, rows from 8 (t % 2) */
         const __m512i mn = amx_row_byte(rows, 8 + t);
         for (int r = 0; r < 8; r++)
             _mm512_store_si512(p->b_min[u] + 1024 * (t / 2) + 64 * (8 * (t % 2) + r), mn);
     }
     const __m512i times_lo = _mm512_load_si512(amx_times), times_hi = _mm512_load_si512(amx_times + 64);
-    const __m512i nibble = _mm512_set1_epi8(0x0F);
     for (int c = 0; c < 4; c++) {
         __m512i word[8];
         amx_words16(src, 16 + 32 * (size_t)c, word);
         int8_t *slab = p->b[u] + 1024 * c, *slab_lo = p->b_lo[u] + 1024 * c;
         for (int j = 0; j < 8; j++) { /* word j of every row: B rows j (low nibbles) and 8 + j (high) */
             const __m512i high = _mm512_srli_epi16(word[j], 4);
-            /* offset | (x & 0x0F): vpternlog's 0xF8 is A | (B & C) */
-            _mm512_store_si512(
-                slab + 64 * j,
-                _mm512_permutex2var_epi8(
-                    times_lo, _mm512_ternarylogic_epi32(part_a[2 * c], word[j], nibble, 0xF8), times_hi));
-            _mm512_store_si512(
-                slab_lo + 64 * j,
-                _mm512_permutex2var_epi8(
-                    times_lo, _mm512_ternarylogic_epi32(part_b[2 * c], word[j], nibble, 0xF8), times_hi));
-            _mm512_store_si512(
-                slab + 64 * (8 + j),
-                _mm512_permutex2var_epi8(
-                    times_lo, _mm512_ternarylogic_epi32(part_a[2 * c + 1], high, nibble, 0xF8), times_hi));
-            _mm512_store_si512(
-                slab_lo + 64 * (8 + j),
-                _mm512_permutex2var_epi8(
-                    times_lo, _mm512_ternarylogic_epi32(part_b[2 * c + 1], high, nibble, 0xF8), times_hi));
+            const __m512i a_even = part_a[2 * c], b_even = part_b[2 * c];       /* sub-block 2c */
+            const __m512i a_odd = part_a[2 * c + 1], b_odd = part_b[2 * c + 1]; /* sub-block 2c + 1 */
+            _mm512_store_si512(slab + 64 * j, amx_times_levels(a_even, word[j], times_lo, times_hi));
+            _mm512_store_si512(slab_lo + 64 * j, amx_times_levels(b_even, word[j], times_lo, times_hi));
+            _mm512_store_si512(slab + 64 * (8 + j), amx_times_levels(a_odd, high, times_lo, times_hi));
+            _mm512_store_si512(slab_lo + 64 * (8 + j), amx_times_levels(b_odd, high, times_lo, times_hi));
         }
     }
 }
@@ -616,8 +612,7 @@ static TERN_AVX2_INLINE void amx_gemm(const enum amx_format f, int64_t k, const 
     /* Activation rows in blocks of at most AMX_ACT_BYTES (at least AMX_MIN_BLOCK_TILES), whole tiles, as even
      * as can be */
     const int64_t tiles = m / AMX_TILE_M, rows_bytes = m * (int64_t)x_stride;
-    const int64_t n_blocks =
-        rows_bytes > AMX_ACT_BYTES ? (rows_bytes + AMX_ACT_BYTES - 1) / AMX_ACT_BYTES : 1;
+    const int64_t n_blocks = (rows_bytes + AMX_ACT_BYTES - 1) / AMX_ACT_BYTES;
     int64_t block_rows = (tiles + n_blocks - 1) / n_blocks * AMX_TILE_M;
     if (block_rows < AMX_MIN_BLOCK_TILES * AMX_TILE_M)
         block_rows = AMX_MIN_BLOCK_TILES * AMX_TILE_M;
