@@ -142,6 +142,10 @@ typedef struct tern_backend_ops {
     /* tern_rope_store_params: q and k are changed in place. */
     void (*rope_store)(tern_backend *be, tern_buf *q, tern_buf *k, const tern_buf *v,
                        const tern_rope_store_params *p);
+    /* ys = W_i x for the attention's q, k and v (matmul_shared over p->rope.n_tokens rows), then
+     * rope_store(ys[0], ys[1], ys[2], p). */
+    void (*matmul_rope_store)(tern_backend *be, const tern_weight *const ws[3], const tern_buf *x,
+                              tern_buf *const ys[3], const tern_rope_store_params *p);
 
     /* Wait for queued work; return the first failure since the last call. */
     tern_status (*finish)(tern_backend *be, tern_error *err);

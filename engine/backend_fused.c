@@ -48,6 +48,12 @@ void tern_be_generic_matmul_residual(tern_backend *be, const tern_weight *w, con
     tern_be_residual(be, branch, p, m, h, out);
 }
 
+void tern_be_generic_matmul_rope_store(tern_backend *be, const tern_weight *const ws[3], const tern_buf *x,
+                                       tern_buf *const ys[3], const tern_rope_store_params *p) {
+    tern_be_matmul_shared(be, ws, 3, x, p->rope.n_tokens, ys);
+    tern_be_rope_store(be, ys[0], ys[1], ys[2], p);
+}
+
 void tern_be_matmul_shared(tern_backend *be, const tern_weight *const ws[], int n_w, const tern_buf *x, int64_t m,
                            tern_buf *const ys[]) {
     (be->ops->matmul_shared ? be->ops->matmul_shared : tern_be_generic_matmul_shared)(be, ws, n_w, x, m, ys);
@@ -73,4 +79,10 @@ void tern_be_matmul_residual(tern_backend *be, const tern_weight *w, const tern_
                              const tern_residual_params *p, tern_buf *h, tern_buf *out) {
     (be->ops->matmul_residual ? be->ops->matmul_residual : tern_be_generic_matmul_residual)(be, w, x, m, branch, p,
                                                                                            h, out);
+}
+
+void tern_be_matmul_rope_store(tern_backend *be, const tern_weight *const ws[3], const tern_buf *x,
+                               tern_buf *const ys[3], const tern_rope_store_params *p) {
+    (be->ops->matmul_rope_store ? be->ops->matmul_rope_store : tern_be_generic_matmul_rope_store)(be, ws, x, ys,
+                                                                                                  p);
 }

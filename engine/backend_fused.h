@@ -19,6 +19,8 @@ void tern_be_rope_store(tern_backend *be, tern_buf *q, tern_buf *k, const tern_b
                         const tern_rope_store_params *p);
 void tern_be_matmul_residual(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m, tern_buf *branch,
                              const tern_residual_params *p, tern_buf *h, tern_buf *out);
+void tern_be_matmul_rope_store(tern_backend *be, const tern_weight *const ws[3], const tern_buf *x,
+                               tern_buf *const ys[3], const tern_rope_store_params *p);
 
 /* The generic forms, for backends that run some cases their own way and leave the rest here. */
 void tern_be_generic_matmul_shared(tern_backend *be, const tern_weight *const ws[], int n_w, const tern_buf *x,
@@ -32,5 +34,7 @@ void tern_be_generic_rope_store(tern_backend *be, tern_buf *q, tern_buf *k, cons
                                 const tern_rope_store_params *p);
 void tern_be_generic_matmul_residual(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m,
                                      tern_buf *branch, const tern_residual_params *p, tern_buf *h, tern_buf *out);
+void tern_be_generic_matmul_rope_store(tern_backend *be, const tern_weight *const ws[3], const tern_buf *x,
+                                       tern_buf *const ys[3], const tern_rope_store_params *p);
 
 #endif

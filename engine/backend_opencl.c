@@ -344,45 +344,69 @@ static void ocl_kv_store(tern_backend *be, int layer, const tern_buf *k, const t
                      b->kv.k_width, b->kv.v_width, b->kv.type_k == TERN_TYPE_Q8_0, b->kv.type_v == TERN_TYPE_Q8_0);
 }
 
-/* rope_kv: the heads' norms (when given), both rotations and the store in one launch, where its
- * preconditions hold (even sizes, k's heads filling the cache's row, an FP16 cache: a Q8_0 block
- * needs 32 rotated values at once, so a Q8_0 cache takes the generic rope, then kv_store). */
-static void ocl_rope_store(tern_backend *be, tern_buf *q, tern_buf *k, const tern_buf *v,
-                           const tern_rope_store_params *p) {
-    ocl_backend *b = ocl(be);
+/* rope_kv's arguments for rope_store(q, k, v, p): false where its preconditions do not hold
+ * (even sizes, k's heads filling the cache's row, an FP16 cache: a Q8_0 block needs 32 rotated
+ * values at once, so a Q8_0 cache takes the generic rope, then kv_store) or the rotation table
+ * failed (remembered in b). */
+static bool rope_kv_args(ocl_backend *b, const tern_buf *q, const tern_buf *k, const tern_buf *v,
+                         const tern_rope_store_params *p, tern_cl_rope_kv_args *a) {
     const tern_rope_params *r = &p->rope;
     const bool norms = p->q_norm && p->k_norm;
     if (b->kv.type_k != TERN_TYPE_F16 || b->kv.type_v != TERN_TYPE_F16 || r->head_dim % 2 || r->n_rot % 2 ||
         b->kv.v_width % 2 || b->kv.k_width != p->n_head_kv * r->head_dim ||
-        (p->q_norm || p->k_norm) != norms || (norms && (p->q_norm->k != r->head_dim || p->k_norm->k != r->head_dim))) {
-        tern_be_generic_rope_store(be, q, k, v, p);
-        return;
-    }
+        (p->q_norm || p->k_norm) != norms || (norms && (p->q_norm->k != r->head_dim || p->k_norm->k != r->head_dim)))
+        return false;
     if (p->layer < 0 || p->layer >= b->kv.n_layer) {
         fail(b, TERN_ERR_CONTEXT_FULL, "KV cache layer out of range");
-        return;
+        return false;
     }
     const rope_table *t = rotation(b, r);
     if (!t)
+        return false;
+    *a = (tern_cl_rope_kv_args){.q = q->mem,
+                                .k = k->mem,
+                                .v = v->mem,
+                                .kc = b->k_cache[p->layer],
+                                .vc = b->v_cache[p->layer],
+                                .cos_sin = t->mem,
+                                .q_norm = norms ? p->q_norm->m->parts[0].mem : NULL,
+                                .k_norm = norms ? p->k_norm->m->parts[0].mem : NULL,
+                                .eps = p->eps,
+                                .n_tokens = r->n_tokens,
+                                .n_head = r->n_head,
+                                .n_head_kv = p->n_head_kv,
+                                .head_dim = r->head_dim,
+                                .n_rot = r->n_rot,
+                                .pos0 = r->pos0,
+                                .v_width = b->kv.v_width,
+                                .neox = r->neox};
+    return true;
+}
+
+/* rope_kv: the heads' norms (when given), both rotations and the store in one launch, where its
+ * preconditions hold (rope_kv_args). */
+static void ocl_rope_store(tern_backend *be, tern_buf *q, tern_buf *k, const tern_buf *v,
+                           const tern_rope_store_params *p) {
+    ocl_backend *b = ocl(be);
+    tern_cl_rope_kv_args a;
+    if (rope_kv_args(b, q, k, v, p, &a))
+        tern_cl_rope_kv(b->cl, &a);
+    else if (b->failed == TERN_OK)
+        tern_be_generic_rope_store(be, q, k, v, p);
+}
+
+/* One token's q, k and v with their rope and store in one launch (matvec3_rope), where the
+ * weights can share one and rope_kv applies without the heads' norms; else the two steps. */
+static void ocl_matmul_rope_store(tern_backend *be, const tern_weight *const ws[3], const tern_buf *x,
+                                  tern_buf *const ys[3], const tern_rope_store_params *p) {
+    ocl_backend *b = ocl(be);
+    const tern_cl_matrix *const m[3] = {ws[0]->m, ws[1]->m, ws[2]->m};
+    tern_cl_rope_kv_args a;
+    if (p->rope.n_tokens == 1 && rope_kv_args(b, ys[0], ys[1], ys[2], p, &a) &&
+        tern_cl_matmul_rope_kv(b->cl, m, x->mem, &a))
         return;
-    const tern_cl_rope_kv_args a = {.q = q->mem,
-                                    .k = k->mem,
-                                    .v = v->mem,
-                                    .kc = b->k_cache[p->layer],
-                                    .vc = b->v_cache[p->layer],
-                                    .cos_sin = t->mem,
-                                    .q_norm = norms ? p->q_norm->m->parts[0].mem : NULL,
-                                    .k_norm = norms ? p->k_norm->m->parts[0].mem : NULL,
-                                    .eps = p->eps,
-                                    .n_tokens = r->n_tokens,
-                                    .n_head = r->n_head,
-                                    .n_head_kv = p->n_head_kv,
-                                    .head_dim = r->head_dim,
-                                    .n_rot = r->n_rot,
-                                    .pos0 = r->pos0,
-                                    .v_width = b->kv.v_width,
-                                    .neox = r->neox};
-    tern_cl_rope_kv(b->cl, &a);
+    if (b->failed == TERN_OK)
+        tern_be_generic_matmul_rope_store(be, ws, x, ys, p);
 }
 
 static void ocl_attention(tern_backend *be, const tern_buf *q, const tern_attn_params *p, tern_buf *out) {
@@ -486,6 +510,7 @@ static const tern_backend_ops ocl_ops = {
     .residual = ocl_residual,
     .matmul_residual = ocl_matmul_residual,
     .rope_store = ocl_rope_store,
+    .matmul_rope_store = ocl_matmul_rope_store,
     .finish = ocl_finish,
     .read = ocl_read,
     .memory_used = ocl_memory_used,

@@ -305,15 +305,6 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
 
         const tern_weight *qkv[3] = {L->wq, L->wk, L->wv};
         tern_buf *qkv_out[3] = {f->q, f->k, f->v};
-        tern_be_matmul_shared(be, qkv, 3, f->xn, n, qkv_out);
-        if (L->bq)
-            o->add_bias(be, L->bq, n, f->q);
-        if (L->bk)
-            o->add_bias(be, L->bk, n, f->k);
-        if (L->bv)
-            o->add_bias(be, L->bv, n, f->v);
-        if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_QKV, err)) != TERN_OK)
-            return st;
         const tern_rope_store_params rs = {
             .rope = {.pos0 = pos0,
                      .n_tokens = n,
@@ -330,7 +321,21 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             .k_norm = L->k_norm,
             .eps = hp->rms_eps,
         };
-        tern_be_rope_store(be, f->q, f->k, f->v, &rs);
+        /* the products and their rope in one step where nothing comes between them */
+        if (!L->bq && !L->bk && !L->bv && !f->check_numerics) {
+            tern_be_matmul_rope_store(be, qkv, f->xn, qkv_out, &rs);
+        } else {
+            tern_be_matmul_shared(be, qkv, 3, f->xn, n, qkv_out);
+            if (L->bq)
+                o->add_bias(be, L->bq, n, f->q);
+            if (L->bk)
+                o->add_bias(be, L->bk, n, f->k);
+            if (L->bv)
+                o->add_bias(be, L->bv, n, f->v);
+            if (f->check_numerics && (st = check_products(f, n, il, PRODUCTS_QKV, err)) != TERN_OK)
+                return st;
+            tern_be_rope_store(be, f->q, f->k, f->v, &rs);
+        }
         tern_attn_params ap = {
             .layer = (int)il,
             .pos0 = pos0,

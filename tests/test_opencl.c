@@ -845,8 +845,8 @@ static void check_last_group_steps(tern_cl *cl, tern_cl *cl0, uint32_t type, int
         expect_close("matmul_residual h", got[0][0], got[1][0], width, 2e-5f);
         expect_close("matmul_residual out", got[0][1], got[1][1], width, 2e-5f);
     }
-    /* the 8-bit outputs, read by the next product */
-    if (width % 32 == 0) {
+    /* the 8-bit outputs, read by the next product (a whole Q4_K row wide) */
+    if (width % 256 == 0) {
         assert_int_equal(tern_cl_matrix_upload(cl, TERN_TYPE_Q4_K, d.k, 37, d.q, &down, &err), TERN_OK);
         assert_int_equal(tern_cl_matrix_upload(cl, type, k, width, wg.q, &g, &err), TERN_OK);
         assert_int_equal(tern_cl_matrix_upload(cl, type, k, width, wu.q, &u, &err), TERN_OK);
@@ -904,6 +904,14 @@ static void test_last_group_steps(void **state) {
     tern_cl *cl3 = open_with(&p3);
     check_last_group_steps(cl3, cl0, TERN_TYPE_Q4_K, 256, 256);
     tern_cl_free(cl3);
+    /* 8 work-items: matvec_res's register tail holds two blocks of the residual in each (512), or
+     * two in some and one in the others (384) */
+    char options8[600];
+    const tern_opencl_params p8 = with_options("-DMV_WGS=8", options8, sizeof options8);
+    tern_cl *cl8 = open_with(&p8);
+    check_last_group_steps(cl8, cl0, TERN_TYPE_Q4_K, 256, 512);
+    check_last_group_steps(cl8, cl0, TERN_TYPE_Q4_K, 256, 384);
+    tern_cl_free(cl8);
     tern_cl_free(cl0);
 }
 
@@ -1586,6 +1594,80 @@ static void test_rope_kv(void **state) {
     free(zeros);
 }
 
+/* matvec3_rope (q, k, v and their rope_kv in one launch) against matvec3 then rope_kv: the same
+ * bits in q, k and both caches. GQA (6 heads over 2), a partial rotation (24 of 40 dimensions),
+ * both pair layouts; MV_ROWS 3 puts a work-group's rows in two heads. */
+static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, int64_t k, int neox) {
+    const int64_t n_head = 6, n_kv = 2, hd = 40, n_rot = 24, pos0 = 5, n_ctx = 16;
+    const int64_t qn = n_head * hd, kn = n_kv * hd, cache = n_ctx * n_kv * hd;
+    weights w[3] = {make_weights(type, qn, k), make_weights(type, kn, k), make_weights(type, kn, k)};
+    tern_cl_matrix *m[3];
+    tern_error err = {0};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(tern_cl_matrix_upload(cl, type, k, w[i].n, w[i].q, &m[i], &err), TERN_OK);
+    float *table = random_floats((size_t)(n_ctx * n_rot), 1.0f), *x = random_floats((size_t)k, 1.0f);
+    cl_mem td = put(cl, table, sizeof(float) * (size_t)(n_ctx * n_rot));
+    void *zeros = calloc(1, 2 * (size_t)cache);
+    cl_mem out[2][4]; /* q, k, k cache, v cache: [0] two launches, [1] one */
+    for (int fused = 0; fused < 2; fused++) {
+        cl_mem xd = put(cl, x, sizeof(float) * (size_t)k), qd = put(cl, NULL, sizeof(float) * (size_t)qn),
+               kd = put(cl, NULL, sizeof(float) * (size_t)kn), vd = put(cl, NULL, sizeof(float) * (size_t)kn);
+        cl_mem kc = put(cl, zeros, 2 * (size_t)cache), vc = put(cl, zeros, 2 * (size_t)cache);
+        const tern_cl_rope_kv_args a = {.q = qd, .k = kd, .v = vd, .kc = kc, .vc = vc, .cos_sin = td,
+                                        .n_tokens = 1, .n_head = n_head, .n_head_kv = n_kv, .head_dim = hd,
+                                        .n_rot = n_rot, .pos0 = pos0, .v_width = kn, .neox = neox};
+        const tern_cl_matrix *const mm[3] = {m[0], m[1], m[2]};
+        if (fused) {
+            assert_true(tern_cl_matmul_rope_kv(cl, mm, xd, &a));
+        } else {
+            const cl_mem ys[3] = {qd, kd, vd};
+            tern_cl_matmul_shared(cl, mm, 3, xd, ys);
+            tern_cl_rope_kv(cl, &a);
+        }
+        out[fused][0] = qd;
+        out[fused][1] = kd;
+        out[fused][2] = kc;
+        out[fused][3] = vc;
+        tern_cl_release(cl, xd, 0);
+        tern_cl_release(cl, vd, 0);
+    }
+    const size_t bytes[4] = {sizeof(float) * (size_t)qn, sizeof(float) * (size_t)kn, 2 * (size_t)cache,
+                             2 * (size_t)cache};
+    for (int b = 0; b < 4; b++) {
+        unsigned char *want = malloc(bytes[b]), *got = malloc(bytes[b]);
+        get(cl, out[0][b], want, bytes[b]);
+        get(cl, out[1][b], got, bytes[b]);
+        if (memcmp(got, want, bytes[b]) != 0)
+            fail_msg("matvec3_rope %s neox %d: %s differs from matvec3 + rope_kv's", tern_type_name(type), neox,
+                     (const char *[]){"q", "k", "the k cache", "the v cache"}[b]);
+        free(want);
+        free(got);
+        tern_cl_release(cl, out[0][b], 0);
+        tern_cl_release(cl, out[1][b], 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        tern_cl_matrix_free(cl, m[i]);
+        free_weights(&w[i]);
+    }
+    tern_cl_release(cl, td, 0);
+    free(table);
+    free(x);
+    free(zeros);
+}
+
+static void test_matmul_rope_kv(void **state) {
+    (void)state;
+    for (int neox = 0; neox < 2; neox++) {
+        check_matmul_rope_kv(g_cl, TERN_TYPE_Q4_K, 256, neox);
+        check_matmul_rope_kv(g_cl, TERN_TYPE_Q8_0, 64, neox);
+    }
+    char options[600];
+    const tern_opencl_params p3 = with_options("-DMV_ROWS=3", options, sizeof options);
+    tern_cl *cl3 = open_with(&p3);
+    check_matmul_rope_kv(cl3, TERN_TYPE_Q6_K, 256, 1);
+    tern_cl_free(cl3);
+}
+
 static void test_backend_rope(void **state) {
     (void)state;
     tern_error err = {0};
@@ -1768,6 +1850,7 @@ int main(void) {
         cmocka_unit_test(test_backend_rope),
         cmocka_unit_test(test_backend_fused),
         cmocka_unit_test(test_rope_kv),
+        cmocka_unit_test(test_matmul_rope_kv),
         cmocka_unit_test(test_last_group_steps),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,6 +31,10 @@
 #ifndef ATT_MAX_D
 #define ATT_MAX_D 256
 #endif
+/* keys of V per step of the decode kernel's value loop (a multiple of 4) */
+#ifndef ATT_V_STEP
+#define ATT_V_STEP 16
+#endif
 #define ATT_DIMS_PER_ITEM ((ATT_MAX_D + ATT_WGS - 1) / ATT_WGS)
 
 static inline size_t kv_bytes(const int width, const int q8) {
@@ -79,6 +83,25 @@ kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void kv_store(global 
     kv_put(v + (size_t)t * v_width, vc, pos0 + t, v_width, v_q8, i);
 }
 
+/* Pair j of a head of q or k (head_dim values at head) at the position whose (cos, sin) table
+ * is cs: rotated in place where j < n_rot/2, and with store (k) both values stored as f16 at
+ * kc_row (the head's place in the cache row), rotated or not (pairs past n_rot). */
+static inline void rope_store_pair(global float *head, const int j, const int n_rot, const int neox,
+                                   global const float *cs, global half *kc_row, const bool store) {
+    const int half_rot = n_rot / 2;
+    int2 at;
+    if (j < half_rot) {
+        at = rope_pair(j, n_rot, neox);
+        rotate_pair(head, at, cs[2 * j], cs[2 * j + 1]);
+    } else { /* a pair past the rotated dimensions: stored as is */
+        at = (int2)(n_rot + 2 * (j - half_rot), n_rot + 2 * (j - half_rot) + 1);
+    }
+    if (store) {
+        vstore_half_rte(head[at.x], at.x, kc_row);
+        vstore_half_rte(head[at.y], at.y, kc_row);
+    }
+}
+
 /* rope_kv: the rope of q and of k and the store of k and v into an FP16 cache, in one launch (the
  * rope and kv_store kernels' arithmetic exactly: the same rotation of each pair, the same f16
  * rounding; a Q8_0 cache, whose blocks need 32 rotated values at once, takes rope, then kv_store). Work-item i of token t (global size (n_items rounded up, n_tokens)) takes
@@ -110,18 +133,8 @@ kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void rope_kv(
         i -= nq;
     const int per_head = is_q ? half_rot : head_dim / 2, h = i / per_head, j = i % per_head;
     global float *head = (is_q ? q + ((size_t)t * n_head + h) * head_dim : k + ((size_t)t * n_head_kv + h) * head_dim);
-    int2 at;
-    if (j < half_rot) {
-        at = rope_pair(j, n_rot, neox);
-        rotate_pair(head, at, cs[2 * j], cs[2 * j + 1]);
-    } else { /* a pair past the rotated dimensions: stored as is */
-        at = (int2)(n_rot + 2 * (j - half_rot), n_rot + 2 * (j - half_rot) + 1);
-    }
-    if (!is_q) {
-        const size_t row = (size_t)pos * (size_t)k_width + (size_t)h * (size_t)head_dim;
-        vstore_half_rte(head[at.x], row + at.x, kc);
-        vstore_half_rte(head[at.y], row + at.y, kc);
-    }
+    rope_store_pair(head, j, n_rot, neox, cs, kc + (size_t)pos * (size_t)k_width + (size_t)h * (size_t)head_dim,
+                    !is_q);
 }
 
 /* norm_rope_kv: rope_kv with an RMS norm of each q and k head before its rotation (qwen3: weights
@@ -162,17 +175,22 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void norm_rope_kv(
 }
 
 /* The loops below over keys and dimensions have run-time lengths, which GPU compilers do not
- * software-pipeline: each iteration's load would wait a full memory latency. Four independent
- * chains per iteration keep four loads in flight. */
+ * software-pipeline: each iteration's loads would wait a full memory latency. So they run to a
+ * constant bound, unrolled, with the run-time length as a guard on each step: every load of a
+ * key row of up to 128 values is issued before the first multiply needs one, one trip to memory
+ * instead of one per 16 values (a bound of 256 would hold twice the registers for every head). */
 static inline float dot_f16(local const float *q, global const half *k, const int n) {
     float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-    int d = 0;
-    for (; d + 16 <= n; d += 16) {
-        a0 = mad(vload4(0, q + d), vload_half4(0, k + d), a0);
-        a1 = mad(vload4(0, q + d + 4), vload_half4(0, k + d + 4), a1);
-        a2 = mad(vload4(0, q + d + 8), vload_half4(0, k + d + 8), a2);
-        a3 = mad(vload4(0, q + d + 12), vload_half4(0, k + d + 12), a3);
-    }
+    for (int d0 = 0; d0 + 16 <= n; d0 += 128) /* one step for heads up to 128 */
+#pragma unroll
+        for (int d = d0; d < d0 + 128; d += 16)
+            if (d + 16 <= n) {
+                a0 = mad(vload4(0, q + d), vload_half4(0, k + d), a0);
+                a1 = mad(vload4(0, q + d + 4), vload_half4(0, k + d + 4), a1);
+                a2 = mad(vload4(0, q + d + 8), vload_half4(0, k + d + 8), a2);
+                a3 = mad(vload4(0, q + d + 12), vload_half4(0, k + d + 12), a3);
+            }
+    int d = n / 16 * 16;
     for (; d + 4 <= n; d += 4)
         a0 = mad(vload4(0, q + d), vload_half4(0, k + d), a0);
     const float4 acc = (a0 + a1) + (a2 + a3);
@@ -293,8 +311,18 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
             const int d = lid + j * ATT_WGS;
             if (d < dv && !v_q8) {
                 global const half *vd = (global const half *)(vh + (size_t)c0 * v_row) + d;
-                float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f; /* four chains, as in dot_f16 */
+                /* four chains; ATT_V_STEP keys' loads issued at once (see dot_f16) */
+                float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
                 int i = 0;
+                for (; i + ATT_V_STEP <= n; i += ATT_V_STEP) {
+#pragma unroll
+                    for (int u = 0; u < ATT_V_STEP; u += 4) {
+                        a0 = mad(pl[i + u], vload_half((size_t)(i + u) * (size_t)v_width, vd), a0);
+                        a1 = mad(pl[i + u + 1], vload_half((size_t)(i + u + 1) * (size_t)v_width, vd), a1);
+                        a2 = mad(pl[i + u + 2], vload_half((size_t)(i + u + 2) * (size_t)v_width, vd), a2);
+                        a3 = mad(pl[i + u + 3], vload_half((size_t)(i + u + 3) * (size_t)v_width, vd), a3);
+                    }
+                }
                 for (; i + 4 <= n; i += 4) {
                     a0 = mad(pl[i], vload_half((size_t)i * (size_t)v_width, vd), a0);
                     a1 = mad(pl[i + 1], vload_half((size_t)(i + 1) * (size_t)v_width, vd), a1);

@@ -306,13 +306,14 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
     for (size_t i = 0; i < sizeof weight_types / sizeof weight_types[0] && st == TERN_OK; i++) {
         const uint32_t type = weight_types[i];
         /* [5] is matmul_mma, below */
-        const char *families[7] = {"matvec", "matmul", "dequant", "matvec3", "matvec_glu", NULL, "matvec_res"};
-        cl_kernel *kernels[7] = {&cl->matvec[type],     &cl->matmul[type], &cl->dequant[type],
+        const char *families[8] = {"matvec",     "matmul", "dequant",    "matvec3",
+                                   "matvec_glu", NULL,     "matvec_res", "matvec3_rope"};
+        cl_kernel *kernels[8] = {&cl->matvec[type],     &cl->matmul[type], &cl->dequant[type],
                                  &cl->matvec3[type],    &cl->matvec_glu[type], NULL,
-                                 &cl->matvec_res[type]};
-        const size_t locals[7] = {(size_t)t->mv_wgs, mm_threads, (size_t)t->ew_wgs, (size_t)t->mv_wgs,
-                                  (size_t)t->mv_wgs, 0,          (size_t)t->mv_wgs};
-        for (int f = 0; f < 7 && st == TERN_OK; f++) {
+                                 &cl->matvec_res[type], &cl->matvec3_rope[type]};
+        const size_t locals[8] = {(size_t)t->mv_wgs, mm_threads, (size_t)t->ew_wgs, (size_t)t->mv_wgs,
+                                  (size_t)t->mv_wgs, 0,          (size_t)t->mv_wgs, (size_t)t->mv_wgs};
+        for (int f = 0; f < 8 && st == TERN_OK; f++) {
             if (!families[f])
                 continue;
             snprintf(cl->names[f][type], sizeof cl->names[f][type], "%s_%s", families[f],
@@ -516,8 +517,8 @@ void tern_cl_free(tern_cl *cl) {
     if (cl->queue && cl->api.Finish(cl->queue) == CL_SUCCESS)
         tern_cl_profile_collect(cl);
     tern_cl_profile_log_free(cl);
-    cl_kernel *typed[] = {cl->matvec,     cl->matmul,     cl->dequant,   cl->matvec3,
-                          cl->matvec_glu, cl->matmul_mma, cl->matvec_res};
+    cl_kernel *typed[] = {cl->matvec,     cl->matmul,     cl->dequant,    cl->matvec3,
+                          cl->matvec_glu, cl->matmul_mma, cl->matvec_res, cl->matvec3_rope};
     for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (typed[i][t])

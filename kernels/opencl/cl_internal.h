@@ -121,10 +121,10 @@ struct tern_cl {
 
     cl_kernel matvec[TERN_TYPE_COUNT], matmul[TERN_TYPE_COUNT], dequant[TERN_TYPE_COUNT],
         matvec3[TERN_TYPE_COUNT], matvec_glu[TERN_TYPE_COUNT], matmul_mma[TERN_TYPE_COUNT],
-        matvec_res[TERN_TYPE_COUNT];
+        matvec_res[TERN_TYPE_COUNT], matvec3_rope[TERN_TYPE_COUNT];
     /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3, [4] matvec_glu,
-     * [5] matmul_mma (only where MMA is built), [6] matvec_res */
-    char names[7][TERN_TYPE_COUNT][20];
+     * [5] matmul_mma (only where MMA is built), [6] matvec_res, [7] matvec3_rope */
+    char names[8][TERN_TYPE_COUNT][20];
     cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
         norm_rope_kv, softcap, quantize_x8, attention_tiled;
     uint64_t launches; /* enqueued kernels (tern_cl_launches) */

@@ -209,6 +209,28 @@ bool tern_cl_matmul_can_share(const tern_cl_matrix *a, const tern_cl_matrix *b) 
     return a->type == b->type && a->k == b->k && a->n_parts == 1 && b->n_parts == 1 && a->k % 32 == 0;
 }
 
+/* matvec3's first 12 arguments for up to three matrices (n) over x, and its global size; the
+ * bytes it reads in *bytes. args must hold 12; wm, rows and ym (3 each) back them. */
+static size_t shared_args(tern_cl *cl, const tern_cl_matrix *const *w, int n, const cl_mem *xv, const cl_mem *y,
+                          cl_mem wm[3], cl_int rows[3], cl_mem ym[3], const cl_ulong *row_bytes, const cl_int *k,
+                          tern_cl_arg *args, uint64_t *bytes) {
+    const tern_cl_tunables *t = &cl->tune;
+    size_t groups = 0;
+    *bytes = (uint64_t)*k * 4;
+    for (int i = 0; i < 3; i++) { /* unused slots: no rows (the kernel never reads them) */
+        wm[i] = w[i < n ? i : 0]->parts[0].mem;
+        ym[i] = y[i < n ? i : 0];
+        rows[i] = i < n ? (cl_int)w[i]->n_rows : 0;
+        groups += (size_t)((rows[i] + t->mv_rows - 1) / t->mv_rows);
+        *bytes += (uint64_t)rows[i] * (w[0]->row_bytes + 4);
+    }
+    const tern_cl_arg a[12] = {TERN_CL_ARG(wm[0]),  TERN_CL_ARG(wm[1]),   TERN_CL_ARG(wm[2]),   TERN_CL_ARG(*row_bytes),
+                               TERN_CL_ARG(rows[0]), TERN_CL_ARG(rows[1]), TERN_CL_ARG(rows[2]), TERN_CL_ARG(*k),
+                               TERN_CL_ARG(*xv),     TERN_CL_ARG(ym[0]),   TERN_CL_ARG(ym[1]),   TERN_CL_ARG(ym[2])};
+    memcpy(args, a, sizeof a);
+    return groups * (size_t)t->mv_wgs;
+}
+
 void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, cl_mem x, const cl_mem *y) {
     TERN_ASSERT(n >= 1 && n <= 3);
     for (int i = 1; i < n; i++)
@@ -217,28 +239,43 @@ void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, c
         tern_cl_matmul(cl, w[0], x, 1, y[0]);
         return;
     }
-    const tern_cl_tunables *t = &cl->tune;
     const cl_ulong row_bytes = w[0]->row_bytes;
     const cl_int k = (cl_int)w[0]->k;
     const cl_mem xv = product_input(cl, w[0], x, 1);
     cl_mem wm[3], ym[3];
     cl_int rows[3];
-    size_t groups = 0;
-    uint64_t bytes = 0;
-    for (int i = 0; i < 3; i++) { /* unused slots: no rows (the kernel never reads them) */
-        wm[i] = w[i < n ? i : 0]->parts[0].mem;
-        ym[i] = y[i < n ? i : 0];
-        rows[i] = i < n ? (cl_int)w[i]->n_rows : 0;
-        groups += (size_t)((rows[i] + t->mv_rows - 1) / t->mv_rows);
-        bytes += (uint64_t)rows[i] * (w[0]->row_bytes + 4);
-    }
-    const tern_cl_arg args[] = {TERN_CL_ARG(wm[0]),     TERN_CL_ARG(wm[1]),   TERN_CL_ARG(wm[2]),
-                                TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows[0]), TERN_CL_ARG(rows[1]),
-                                TERN_CL_ARG(rows[2]),   TERN_CL_ARG(k),       TERN_CL_ARG(xv),
-                                TERN_CL_ARG(ym[0]),     TERN_CL_ARG(ym[1]),   TERN_CL_ARG(ym[2])};
-    const size_t global[1] = {groups * (size_t)t->mv_wgs}, local[1] = {(size_t)t->mv_wgs};
-    product_launch(cl, cl->matvec3[w[0]->type], cl->names[3][w[0]->type], 12, args, 1, global, local,
-                   bytes + (uint64_t)k * 4);
+    tern_cl_arg args[12];
+    uint64_t bytes;
+    const size_t global[1] = {shared_args(cl, w, n, &xv, y, wm, rows, ym, &row_bytes, &k, args, &bytes)};
+    const size_t local[1] = {(size_t)cl->tune.mv_wgs};
+    product_launch(cl, cl->matvec3[w[0]->type], cl->names[3][w[0]->type], 12, args, 1, global, local, bytes);
+}
+
+bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_mem x, const tern_cl_rope_kv_args *a) {
+    if (!cl->tune.sync || a->n_tokens != 1 || a->q_norm || a->k_norm || !tern_cl_matmul_can_share(w[0], w[1]) ||
+        !tern_cl_matmul_can_share(w[0], w[2]) || a->head_dim % 2 || a->n_rot % 2 ||
+        w[0]->n_rows != a->n_head * a->head_dim || w[1]->n_rows != a->n_head_kv * a->head_dim ||
+        w[2]->n_rows != a->v_width || !cl->matvec3_rope[w[0]->type])
+        return false;
+    cl_mem counters = tern_cl_counters(cl, (size_t)(a->n_head + a->n_head_kv));
+    if (!counters)
+        return false;
+    const cl_ulong row_bytes = w[0]->row_bytes;
+    const cl_int k = (cl_int)w[0]->k, hd = (cl_int)a->head_dim, nr = (cl_int)a->n_rot, nx = a->neox,
+                 pos = (cl_int)a->pos0;
+    const cl_mem xv = product_input(cl, w[0], x, 1), y[3] = {a->q, a->k, a->v};
+    cl_mem wm[3], ym[3];
+    cl_int rows[3];
+    tern_cl_arg args[20];
+    uint64_t bytes;
+    const size_t global[1] = {shared_args(cl, w, 3, &xv, y, wm, rows, ym, &row_bytes, &k, args, &bytes)};
+    const tern_cl_arg rope[8] = {TERN_CL_ARG(a->kc), TERN_CL_ARG(a->vc),      TERN_CL_ARG(hd),  TERN_CL_ARG(nr),
+                                 TERN_CL_ARG(nx),    TERN_CL_ARG(a->cos_sin), TERN_CL_ARG(pos), TERN_CL_ARG(counters)};
+    memcpy(args + 12, rope, sizeof rope);
+    const size_t local[1] = {(size_t)cl->tune.mv_wgs};
+    product_launch(cl, cl->matvec3_rope[w[0]->type], cl->names[7][w[0]->type], 20, args, 1, global, local,
+                   bytes + (uint64_t)(a->n_head * a->n_rot * 8 + (a->n_head_kv * a->head_dim + a->v_width) * 6));
+    return true;
 }
 
 void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_matrix *up, cl_mem x, bool gelu,

@@ -7,9 +7,72 @@
  *   rmsnorm(y) * nw, t' = t or its own norm by bw), and with use_x8 out rounded to 8 bits for
  *   the next product (group_x8). The o-projection and the FFN-down product end this way, so each
  *   layer's two add_rmsnorm launches go where the width is within RES_MAX (the host's choice:
- *   this one-group tail walks the whole residual alone). counter: one uint, 0 between launches. Global size
- *   ceil(n_rows / MV_ROWS) * MV_WGS; n_rows is the residual's width.
+ *   this one-group tail does the whole residual alone; add_rmsnorm_held keeps it short).
+ *   counter: one uint, 0 between launches. Global size ceil(n_rows / MV_ROWS) * MV_WGS; n_rows
+ *   is the residual's width.
+ * matvec3_rope_<type>: q, k and v, then their rope and KV store (below).
  */
+/* The tail of matvec_res where the whole residual fits in the group's registers (n a multiple
+ * of 32, at most RES_HELD blocks of 32 per work-item, no branch norm): work-item i holds blocks
+ * i, i + MV_WGS, ..., so its loads of y and t all issue at once, and the sum of squares, the norm
+ * and the 8-bit rounding (quantize_block32's arithmetic) work on the registers. add_rmsnorm_row
+ * and group_x8 walk the row through memory in passes, each waiting for the one before (~10 trips
+ * to memory for 4096 values by 64 work-items); here there are two, the loads of y and t and
+ * those of the norm's weights. The same values and bytes, but for the order of the sum of
+ * squares (one rounding apart). */
+#ifndef RES_HELD
+#define RES_HELD 2
+#endif
+static inline bool res_held_fits(const int n, const int use_bw) {
+    return !use_bw && n % 32 == 0 && n <= RES_HELD * 32 * MV_WGS;
+}
+
+static inline void add_rmsnorm_held(global float *restrict y, global const float *restrict t, global const float *w,
+                                    const int n, const float eps, global float *out, const float ts,
+                                    global uchar *x8, const int use_x8, local float *red) {
+    const int lid = get_local_id(0), nb = n / 32;
+    float4 v[RES_HELD][8];
+    float s = 0.0f;
+    for (int j = 0; j < RES_HELD; j++) {
+        const int b = lid + j * MV_WGS;
+        if (b < nb)
+            for (int i = 0; i < 8; i++)
+                v[j][i] = vload4(8 * b + i, y) + ts * vload4(8 * b + i, t);
+    }
+    for (int j = 0; j < RES_HELD; j++) {
+        const int b = lid + j * MV_WGS;
+        if (b < nb) {
+            float4 a = 0.0f;
+            for (int i = 0; i < 8; i++) {
+                vstore4(v[j][i], 8 * b + i, y);
+                a = mad(v[j][i], v[j][i], a);
+            }
+            s += (a.x + a.y) + (a.z + a.w);
+        }
+    }
+    const float scale = 1.0f / sqrt(group_sum(s, red, MV_WGS) / (float)n + eps);
+    global half *scales = (global half *)(x8 + n);
+    for (int j = 0; j < RES_HELD; j++) {
+        const int b = lid + j * MV_WGS;
+        if (b >= nb)
+            continue;
+        float amax = 0.0f;
+        for (int i = 0; i < 8; i++) {
+            v[j][i] = v[j][i] * scale * vload4(8 * b + i, w);
+            vstore4(v[j][i], 8 * b + i, out);
+            const float4 a = fabs(v[j][i]);
+            amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
+        }
+        if (use_x8) { /* quantize_block32 on the values just stored */
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            global char4 *dst = (global char4 *)(x8 + 32 * b);
+            for (int i = 0; i < 8; i++)
+                dst[i] = convert_char4_sat(round(v[j][i] * id));
+            vstore_half(d, (size_t)b, scales);
+        }
+    }
+}
+
 #define MATVEC_RES_KERNEL(name, type)                                                                         \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_res_##name(                         \
         global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x,    \
@@ -21,6 +84,10 @@
         matvec(type, w, row_bytes, n_rows, k, x, t, 0, red, get_group_id(0));                                  \
         if (!arrive_last(counter, 1, get_num_groups(0), &last))                                                 \
             return;                                                                                             \
+        if (res_held_fits(n_rows, use_bw)) {                                                                    \
+            add_rmsnorm_held(y, t, nw, n_rows, eps, out, ts, x8, use_x8, red);                                  \
+            return;                                                                                             \
+        }                                                                                                       \
         add_rmsnorm_row(y, t, nw, n_rows, eps, out, ts, bw, use_bw, red, MV_WGS);                              \
         if (use_x8)                                                                                             \
             group_x8(out, n_rows, x8, (global half *)(x8 + n_rows));                                            \
@@ -37,3 +104,63 @@ MATVEC_RES_KERNEL(q8_0, T_Q8_0)
 MATVEC_RES_KERNEL(q4_k, T_Q4_K)
 MATVEC_RES_KERNEL(q5_k, T_Q5_K)
 MATVEC_RES_KERNEL(q6_k, T_Q6_K)
+
+/* matvec3_rope_<type>: q, k and v = W x for one token (matvec3), then rope_kv's step on them
+ * without its launch: the last work-group to count its rows of a head of q or k in (a counter per
+ * head: n_head for q, then n_head_kv for k) rotates that head in place and, for k, stores it in
+ * the FP16 cache at pos; each work-group stores its own rows of v there as they are. rope_kv's
+ * arithmetic (rope_store_pair), so the same bits. rows0 = n_head * head_dim, rows1 = the cache's
+ * k width (n_head_kv * head_dim), rows2 its v width; counters 0 between launches. */
+static inline void rope_heads(const int which, const int group, const int rows0, const int rows1, const int rows2,
+                              global float *q, global float *k, local const float *red, global half *kc,
+                              global half *vc, const int head_dim, const int n_rot, const int neox,
+                              global const float *cos_sin, const int pos, volatile global uint *counters,
+                              local int *flag) {
+    const int lid = get_local_id(0), row0 = group * MV_ROWS;
+    if (which == 2) { /* v: this group's rows, whose sums red still holds (matvec stored them) */
+        if (lid < MV_ROWS && row0 + lid < rows2)
+            vstore_half_rte(red[lid * MV_WGS], (size_t)pos * (size_t)rows2 + (size_t)(row0 + lid), vc);
+        return;
+    }
+    const int row1 = min(row0 + MV_ROWS, which == 0 ? rows0 : rows1);
+    const int pairs = which == 0 ? n_rot / 2 : head_dim / 2;
+    global float *y = which == 0 ? q : k;
+    volatile global uint *c = counters + (which == 0 ? 0 : rows0 / head_dim);
+    global const float *cs = cos_sin + (size_t)pos * (size_t)n_rot;
+    for (int h = row0 / head_dim; h <= (row1 - 1) / head_dim; h++) {
+        const int mine = min(row1, head_dim * (h + 1)) - max(row0, head_dim * h);
+        if (!arrive_last(c + h, mine, head_dim, flag))
+            continue;
+        global half *kc_row = kc + (size_t)pos * (size_t)rows1 + (size_t)h * (size_t)head_dim;
+        for (int j = lid; j < pairs; j += MV_WGS)
+            rope_store_pair(y + (size_t)h * (size_t)head_dim, j, n_rot, neox, cs, kc_row, which == 1);
+    }
+}
+
+#define MATVEC3_ROPE_KERNEL(name, type)                                                                       \
+    kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec3_rope_##name(                      \
+        global const uchar *w0, global const uchar *w1, global const uchar *w2, const ulong row_bytes,       \
+        const int rows0, const int rows1, const int rows2, const int k, global const float *x,               \
+        global float *y0, global float *y1, global float *y2, global half *kc, global half *vc,              \
+        const int head_dim, const int n_rot, const int neox, global const float *cos_sin, const int pos,     \
+        volatile global uint *counters) {                                                                    \
+        local float red[MV_ROWS * MV_WGS];                                                                   \
+        local int flag;                                                                                      \
+        int group;                                                                                           \
+        const int which = matvec3(type, w0, w1, w2, row_bytes, rows0, rows1, rows2, k, x, y0, y1, y2, red,   \
+                                  &group);                                                                   \
+        rope_heads(which, group, rows0, rows1, rows2, y0, y1, red, kc, vc, head_dim, n_rot, neox, cos_sin,   \
+                   pos, counters, &flag);                                                                    \
+    }
+
+MATVEC3_ROPE_KERNEL(f32, T_F32)
+MATVEC3_ROPE_KERNEL(f16, T_F16)
+MATVEC3_ROPE_KERNEL(bf16, T_BF16)
+MATVEC3_ROPE_KERNEL(q4_0, T_Q4_0)
+MATVEC3_ROPE_KERNEL(q4_1, T_Q4_1)
+MATVEC3_ROPE_KERNEL(q5_0, T_Q5_0)
+MATVEC3_ROPE_KERNEL(q5_1, T_Q5_1)
+MATVEC3_ROPE_KERNEL(q8_0, T_Q8_0)
+MATVEC3_ROPE_KERNEL(q4_k, T_Q4_K)
+MATVEC3_ROPE_KERNEL(q5_k, T_Q5_K)
+MATVEC3_ROPE_KERNEL(q6_k, T_Q6_K)

@@ -236,7 +236,23 @@ static inline void glu_block_x8(global const float *out, const int n_rows, globa
 
 /* matvec3_<type>: up to three matrices of one type and row length against the same x, one token
  * (q, k and v; gate and up): one launch instead of three. Work-groups take the rows of w0, then
- * w1, then w2; global size (sum of ceil(rows_i / MV_ROWS)) * MV_WGS. */
+ * w1, then w2; global size (sum of ceil(rows_i / MV_ROWS)) * MV_WGS. matvec3 runs this group's
+ * rows and says which matrix they were of and the group's index within it (fused.cl's
+ * matvec3_rope goes on from there). */
+static inline int matvec3(const int type, global const uchar *w0, global const uchar *w1, global const uchar *w2,
+                          const ulong row_bytes, const int rows0, const int rows1, const int rows2, const int k,
+                          global const float *x, global float *y0, global float *y1, global float *y2,
+                          local float *red, int *group) {
+    const int g = get_group_id(0), g0 = (rows0 + MV_ROWS - 1) / MV_ROWS, g1 = (rows1 + MV_ROWS - 1) / MV_ROWS;
+    /* the matrix is picked first and matvec called once, outside any branch: its barriers must be
+     * reached by every work-item of the group (PoCL miscompiled the branchy form) */
+    const int which = g < g0 ? 0 : g < g0 + g1 ? 1 : 2;
+    *group = which == 0 ? g : which == 1 ? g - g0 : g - g0 - g1;
+    matvec(type, which == 0 ? w0 : which == 1 ? w1 : w2, row_bytes, which == 0 ? rows0 : which == 1 ? rows1 : rows2,
+           k, x, which == 0 ? y0 : which == 1 ? y1 : y2, 0, red, *group);
+    return which;
+}
+
 #define MATVEC_KERNEL(name, type)                                                                          \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_##name(                          \
         global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x, \
@@ -249,14 +265,8 @@ static inline void glu_block_x8(global const float *out, const int n_rows, globa
         const int rows0, const int rows1, const int rows2, const int k, global const float *x,               \
         global float *y0, global float *y1, global float *y2) {                                              \
         local float red[MV_ROWS * MV_WGS];                                                                   \
-        const int g = get_group_id(0), g0 = (rows0 + MV_ROWS - 1) / MV_ROWS;                                 \
-        const int g1 = (rows1 + MV_ROWS - 1) / MV_ROWS;                                                      \
-        /* the matrix is picked first and matvec called once, outside any branch: its barriers \
-         * must be reached by every work-item of the group (PoCL miscompiled the branchy form) */ \
-        const int which = g < g0 ? 0 : g < g0 + g1 ? 1 : 2;                                                  \
-        matvec(type, which == 0 ? w0 : which == 1 ? w1 : w2, row_bytes,                                      \
-               which == 0 ? rows0 : which == 1 ? rows1 : rows2, k, x, which == 0 ? y0 : which == 1 ? y1 : y2, \
-               0, red, which == 0 ? g : which == 1 ? g - g0 : g - g0 - g1);                                  \
+        int group;                                                                                           \
+        matvec3(type, w0, w1, w2, row_bytes, rows0, rows1, rows2, k, x, y0, y1, y2, red, &group);            \
     }                                                                                                        \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_glu_##name(                      \
         global const uchar *w_gate, global const uchar *w_up, const ulong row_bytes, const int n_rows,       \
