@@ -1596,15 +1596,16 @@ static void test_rope_kv(void **state) {
 
 /* matvec3_rope (q, k, v and their rope_kv in one launch) against matvec3 then rope_kv: the same
  * bits in q, k and both caches. GQA (6 heads over 2), a partial rotation (24 of 40 dimensions),
- * both pair layouts; MV_ROWS 3 puts a work-group's rows in two heads. */
-static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, int64_t k, int neox) {
+ * both pair layouts, a v of another type (its product first, then the fused launch); MV_ROWS 3
+ * puts a work-group's rows in two heads. */
+static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, int64_t k, int neox) {
     const int64_t n_head = 6, n_kv = 2, hd = 40, n_rot = 24, pos0 = 5, n_ctx = 16;
     const int64_t qn = n_head * hd, kn = n_kv * hd, cache = n_ctx * n_kv * hd;
-    weights w[3] = {make_weights(type, qn, k), make_weights(type, kn, k), make_weights(type, kn, k)};
+    weights w[3] = {make_weights(type, qn, k), make_weights(type, kn, k), make_weights(v_type, kn, k)};
     tern_cl_matrix *m[3];
     tern_error err = {0};
     for (int i = 0; i < 3; i++)
-        assert_int_equal(tern_cl_matrix_upload(cl, type, k, w[i].n, w[i].q, &m[i], &err), TERN_OK);
+        assert_int_equal(tern_cl_matrix_upload(cl, w[i].type, k, w[i].n, w[i].q, &m[i], &err), TERN_OK);
     float *table = random_floats((size_t)(n_ctx * n_rot), 1.0f), *x = random_floats((size_t)k, 1.0f);
     cl_mem td = put(cl, table, sizeof(float) * (size_t)(n_ctx * n_rot));
     void *zeros = calloc(1, 2 * (size_t)cache);
@@ -1619,9 +1620,14 @@ static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, int64_t k, int neox
         const tern_cl_matrix *const mm[3] = {m[0], m[1], m[2]};
         if (fused) {
             assert_true(tern_cl_matmul_rope_kv(cl, mm, xd, &a));
-        } else {
+        } else if (v_type == type) {
             const cl_mem ys[3] = {qd, kd, vd};
             tern_cl_matmul_shared(cl, mm, 3, xd, ys);
+            tern_cl_rope_kv(cl, &a);
+        } else {
+            const cl_mem ys[2] = {qd, kd};
+            tern_cl_matmul_shared(cl, mm, 2, xd, ys);
+            tern_cl_matmul(cl, mm[2], xd, 1, vd);
             tern_cl_rope_kv(cl, &a);
         }
         out[fused][0] = qd;
@@ -1638,8 +1644,8 @@ static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, int64_t k, int neox
         get(cl, out[0][b], want, bytes[b]);
         get(cl, out[1][b], got, bytes[b]);
         if (memcmp(got, want, bytes[b]) != 0)
-            fail_msg("matvec3_rope %s neox %d: %s differs from matvec3 + rope_kv's", tern_type_name(type), neox,
-                     (const char *[]){"q", "k", "the k cache", "the v cache"}[b]);
+            fail_msg("matvec3_rope %s (v %s) neox %d: %s differs from matvec3 + rope_kv's", tern_type_name(type),
+                     tern_type_name(v_type), neox, (const char *[]){"q", "k", "the k cache", "the v cache"}[b]);
         free(want);
         free(got);
         tern_cl_release(cl, out[0][b], 0);
@@ -1658,13 +1664,14 @@ static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, int64_t k, int neox
 static void test_matmul_rope_kv(void **state) {
     (void)state;
     for (int neox = 0; neox < 2; neox++) {
-        check_matmul_rope_kv(g_cl, TERN_TYPE_Q4_K, 256, neox);
-        check_matmul_rope_kv(g_cl, TERN_TYPE_Q8_0, 64, neox);
+        check_matmul_rope_kv(g_cl, TERN_TYPE_Q4_K, TERN_TYPE_Q4_K, 256, neox);
+        check_matmul_rope_kv(g_cl, TERN_TYPE_Q8_0, TERN_TYPE_Q8_0, 64, neox);
     }
+    check_matmul_rope_kv(g_cl, TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, 256, 0); /* v apart: Q4_K_M's layers */
     char options[600];
     const tern_opencl_params p3 = with_options("-DMV_ROWS=3", options, sizeof options);
     tern_cl *cl3 = open_with(&p3);
-    check_matmul_rope_kv(cl3, TERN_TYPE_Q6_K, 256, 1);
+    check_matmul_rope_kv(cl3, TERN_TYPE_Q6_K, TERN_TYPE_Q6_K, 256, 1);
     tern_cl_free(cl3);
 }
 

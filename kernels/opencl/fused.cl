@@ -110,16 +110,18 @@ MATVEC_RES_KERNEL(q6_k, T_Q6_K)
  * head: n_head for q, then n_head_kv for k) rotates that head in place and, for k, stores it in
  * the FP16 cache at pos; each work-group stores its own rows of v there as they are. rope_kv's
  * arithmetic (rope_store_pair), so the same bits. rows0 = n_head * head_dim, rows1 = the cache's
- * k width (n_head_kv * head_dim), rows2 its v width; counters 0 between launches. */
-static inline void rope_heads(const int which, const int group, const int rows0, const int rows1, const int rows2,
+ * k width (n_head_kv * head_dim), rows2 = v_width; counters 0 between launches. With v_done (a v
+ * product of another type, run by the launch before) rows2 is 0 and y2 holds v: the work-items
+ * copy it into the cache, spread over the whole launch. */
+static inline void rope_heads(const int which, const int group, const int rows0, const int rows1, const int v_width,
                               global float *q, global float *k, local const float *red, global half *kc,
                               global half *vc, const int head_dim, const int n_rot, const int neox,
                               global const float *cos_sin, const int pos, volatile global uint *counters,
                               local int *flag) {
     const int lid = get_local_id(0), row0 = group * MV_ROWS;
     if (which == 2) { /* v: this group's rows, whose sums red still holds (matvec stored them) */
-        if (lid < MV_ROWS && row0 + lid < rows2)
-            vstore_half_rte(red[lid * MV_WGS], (size_t)pos * (size_t)rows2 + (size_t)(row0 + lid), vc);
+        if (lid < MV_ROWS && row0 + lid < v_width)
+            vstore_half_rte(red[lid * MV_WGS], (size_t)pos * (size_t)v_width + (size_t)(row0 + lid), vc);
         return;
     }
     const int row1 = min(row0 + MV_ROWS, which == 0 ? rows0 : rows1);
@@ -143,13 +145,16 @@ static inline void rope_heads(const int which, const int group, const int rows0,
         const int rows0, const int rows1, const int rows2, const int k, global const float *x,               \
         global float *y0, global float *y1, global float *y2, global half *kc, global half *vc,              \
         const int head_dim, const int n_rot, const int neox, global const float *cos_sin, const int pos,     \
-        volatile global uint *counters) {                                                                    \
+        volatile global uint *counters, const int v_width, const int v_done) {                               \
         local float red[MV_ROWS * MV_WGS];                                                                   \
         local int flag;                                                                                      \
         int group;                                                                                           \
+        if (v_done)                                                                                          \
+            for (size_t i = get_global_id(0); i < (size_t)v_width; i += get_global_size(0))                  \
+                vstore_half_rte(y2[i], (size_t)pos * (size_t)v_width + i, vc);                               \
         const int which = matvec3(type, w0, w1, w2, row_bytes, rows0, rows1, rows2, k, x, y0, y1, y2, red,   \
                                   &group);                                                                   \
-        rope_heads(which, group, rows0, rows1, rows2, y0, y1, red, kc, vc, head_dim, n_rot, neox, cos_sin,   \
+        rope_heads(which, group, rows0, rows1, v_width, y0, y1, red, kc, vc, head_dim, n_rot, neox, cos_sin, \
                    pos, counters, &flag);                                                                    \
     }
 
