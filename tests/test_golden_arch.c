@@ -81,8 +81,8 @@ static int32_t ref_argmax(const test_json *ref, int64_t n_vocab) {
  * stay within what the fused forward pass issues per layer (OpenCL, whose devices here and on the
  * GPU run the last-work-group steps (SYNC): the q/k/v products with their rope and store (a v of
  * another type first by itself), attention with its merge, the o-product with add+norm, gate/up+GLU
- * with the down input's rounding, the down product with add+norm, and a spare for qwen3's q/k
- * norms; the CPU: q/k/v, attention, o, gate/up+GLU, down), plus the embedding, the output head and
+ * with the down input's rounding, the down product with add+norm, and a spare (a v of another
+ * type); the CPU: q/k/v, attention, o, gate/up+GLU, down), plus the embedding, the output head and
  * the soft-cap. A forward pass that calls the primitives one by one issues about twice as many,
  * and one that loses a fused step fails too. */
 static void check_launches(const char *what, const tern_model *m, const run_target *tg, uint64_t launches) {

@@ -1596,9 +1596,9 @@ static void test_rope_kv(void **state) {
 
 /* matvec3_rope (q, k, v and their rope_kv in one launch) against matvec3 then rope_kv: the same
  * bits in q, k and both caches. GQA (6 heads over 2), a partial rotation (24 of 40 dimensions),
- * both pair layouts, a v of another type (its product first, then the fused launch); MV_ROWS 3
- * puts a work-group's rows in two heads. */
-static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, int64_t k, int neox) {
+ * both pair layouts, qwen3's per-head norms (against norm_rope_kv), a v of another type (its
+ * product first, then the fused launch); MV_ROWS 3 puts a work-group's rows in two heads. */
+static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, int64_t k, int neox, bool norms) {
     const int64_t n_head = 6, n_kv = 2, hd = 40, n_rot = 24, pos0 = 5, n_ctx = 16;
     const int64_t qn = n_head * hd, kn = n_kv * hd, cache = n_ctx * n_kv * hd;
     weights w[3] = {make_weights(type, qn, k), make_weights(type, kn, k), make_weights(v_type, kn, k)};
@@ -1608,6 +1608,8 @@ static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, in
         assert_int_equal(tern_cl_matrix_upload(cl, w[i].type, k, w[i].n, w[i].q, &m[i], &err), TERN_OK);
     float *table = random_floats((size_t)(n_ctx * n_rot), 1.0f), *x = random_floats((size_t)k, 1.0f);
     cl_mem td = put(cl, table, sizeof(float) * (size_t)(n_ctx * n_rot));
+    float *qw = random_floats((size_t)hd, 1.5f), *kw = random_floats((size_t)hd, 1.5f);
+    cl_mem qnd = put(cl, qw, sizeof(float) * (size_t)hd), knd = put(cl, kw, sizeof(float) * (size_t)hd);
     void *zeros = calloc(1, 2 * (size_t)cache);
     cl_mem out[2][4]; /* q, k, k cache, v cache: [0] two launches, [1] one */
     for (int fused = 0; fused < 2; fused++) {
@@ -1616,7 +1618,8 @@ static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, in
         cl_mem kc = put(cl, zeros, 2 * (size_t)cache), vc = put(cl, zeros, 2 * (size_t)cache);
         const tern_cl_rope_kv_args a = {.q = qd, .k = kd, .v = vd, .kc = kc, .vc = vc, .cos_sin = td,
                                         .n_tokens = 1, .n_head = n_head, .n_head_kv = n_kv, .head_dim = hd,
-                                        .n_rot = n_rot, .pos0 = pos0, .v_width = kn, .neox = neox};
+                                        .n_rot = n_rot, .pos0 = pos0, .v_width = kn, .neox = neox,
+                                        .q_norm = norms ? qnd : NULL, .k_norm = norms ? knd : NULL, .eps = 1e-6f};
         const tern_cl_matrix *const mm[3] = {m[0], m[1], m[2]};
         if (fused) {
             assert_true(tern_cl_matmul_rope_kv(cl, mm, xd, &a));
@@ -1644,8 +1647,9 @@ static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, in
         get(cl, out[0][b], want, bytes[b]);
         get(cl, out[1][b], got, bytes[b]);
         if (memcmp(got, want, bytes[b]) != 0)
-            fail_msg("matvec3_rope %s (v %s) neox %d: %s differs from matvec3 + rope_kv's", tern_type_name(type),
-                     tern_type_name(v_type), neox, (const char *[]){"q", "k", "the k cache", "the v cache"}[b]);
+            fail_msg("matvec3_rope %s (v %s) neox %d norms %d: %s differs from matvec3 + rope_kv's",
+                     tern_type_name(type), tern_type_name(v_type), neox, norms,
+                     (const char *[]){"q", "k", "the k cache", "the v cache"}[b]);
         free(want);
         free(got);
         tern_cl_release(cl, out[0][b], 0);
@@ -1656,7 +1660,11 @@ static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, in
         free_weights(&w[i]);
     }
     tern_cl_release(cl, td, 0);
+    tern_cl_release(cl, qnd, 0);
+    tern_cl_release(cl, knd, 0);
     free(table);
+    free(qw);
+    free(kw);
     free(x);
     free(zeros);
 }
@@ -1664,14 +1672,15 @@ static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, in
 static void test_matmul_rope_kv(void **state) {
     (void)state;
     for (int neox = 0; neox < 2; neox++) {
-        check_matmul_rope_kv(g_cl, TERN_TYPE_Q4_K, TERN_TYPE_Q4_K, 256, neox);
-        check_matmul_rope_kv(g_cl, TERN_TYPE_Q8_0, TERN_TYPE_Q8_0, 64, neox);
+        check_matmul_rope_kv(g_cl, TERN_TYPE_Q4_K, TERN_TYPE_Q4_K, 256, neox, false);
+        check_matmul_rope_kv(g_cl, TERN_TYPE_Q8_0, TERN_TYPE_Q8_0, 64, neox, false);
+        check_matmul_rope_kv(g_cl, TERN_TYPE_Q4_K, TERN_TYPE_Q4_K, 256, neox, true); /* qwen3's norms */
     }
-    check_matmul_rope_kv(g_cl, TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, 256, 0); /* v apart: Q4_K_M's layers */
+    check_matmul_rope_kv(g_cl, TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, 256, 0, false); /* v apart: Q4_K_M's layers */
     char options[600];
     const tern_opencl_params p3 = with_options("-DMV_ROWS=3", options, sizeof options);
     tern_cl *cl3 = open_with(&p3);
-    check_matmul_rope_kv(cl3, TERN_TYPE_Q6_K, TERN_TYPE_Q6_K, 256, 1);
+    check_matmul_rope_kv(cl3, TERN_TYPE_Q6_K, TERN_TYPE_Q6_K, 256, 1, true);
     tern_cl_free(cl3);
 }
 

@@ -84,18 +84,22 @@ kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void kv_store(global 
 }
 
 /* Pair j of a head of q or k (head_dim values at head) at the position whose (cos, sin) table
- * is cs: rotated in place where j < n_rot/2, and with store (k) both values stored as f16 at
- * kc_row (the head's place in the cache row), rotated or not (pairs past n_rot). */
+ * is cs: with norm first multiplied by scale and the norm's weights nw (qwen3's per-head RMS norm;
+ * scale from the head's sum of squares), then rotated in place where j < n_rot/2, and with store
+ * (k) both values stored as f16 at kc_row (the head's place in the cache row). rope_kv,
+ * norm_rope_kv and matvec3_rope (fused.cl) all go through it, so they give the same bits. */
 static inline void rope_store_pair(global float *head, const int j, const int n_rot, const int neox,
-                                   global const float *cs, global half *kc_row, const bool store) {
+                                   global const float *cs, global half *kc_row, const bool store, const int norm,
+                                   global const float *nw, const float scale) {
     const int half_rot = n_rot / 2;
-    int2 at;
-    if (j < half_rot) {
-        at = rope_pair(j, n_rot, neox);
-        rotate_pair(head, at, cs[2 * j], cs[2 * j + 1]);
-    } else { /* a pair past the rotated dimensions: stored as is */
-        at = (int2)(n_rot + 2 * (j - half_rot), n_rot + 2 * (j - half_rot) + 1);
+    const int2 at = j < half_rot ? rope_pair(j, n_rot, neox) /* pairs past the rotated ones stay */
+                                 : (int2)(n_rot + 2 * (j - half_rot), n_rot + 2 * (j - half_rot) + 1);
+    if (norm) {
+        head[at.x] = head[at.x] * scale * nw[at.x];
+        head[at.y] = head[at.y] * scale * nw[at.y];
     }
+    if (j < half_rot)
+        rotate_pair(head, at, cs[2 * j], cs[2 * j + 1]);
     if (store) {
         vstore_half_rte(head[at.x], at.x, kc_row);
         vstore_half_rte(head[at.y], at.y, kc_row);
@@ -134,7 +138,7 @@ kernel __attribute__((reqd_work_group_size(EW_WGS, 1, 1))) void rope_kv(
     const int per_head = is_q ? half_rot : head_dim / 2, h = i / per_head, j = i % per_head;
     global float *head = (is_q ? q + ((size_t)t * n_head + h) * head_dim : k + ((size_t)t * n_head_kv + h) * head_dim);
     rope_store_pair(head, j, n_rot, neox, cs, kc + (size_t)pos * (size_t)k_width + (size_t)h * (size_t)head_dim,
-                    !is_q);
+                    !is_q, 0, cs, 0.0f);
 }
 
 /* norm_rope_kv: rope_kv with an RMS norm of each q and k head before its rotation (qwen3: weights
@@ -159,19 +163,9 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void norm_rope_kv(
     global const float *w = is_q ? qn : kn;
     const float scale = 1.0f / sqrt(group_sum(sum_squares(head, head_dim, NORM_WGS), red, NORM_WGS) / (float)head_dim + eps);
     global const float *cs = cos_sin + (size_t)pos * (size_t)n_rot;
-    for (int j = lid; j < head_dim / 2; j += NORM_WGS) {
-        const int2 at = j < half_rot ? rope_pair(j, n_rot, neox)
-                                     : (int2)(n_rot + 2 * (j - half_rot), n_rot + 2 * (j - half_rot) + 1);
-        head[at.x] = head[at.x] * scale * w[at.x];
-        head[at.y] = head[at.y] * scale * w[at.y];
-        if (j < half_rot)
-            rotate_pair(head, at, cs[2 * j], cs[2 * j + 1]);
-        if (!is_q) {
-            const size_t row = (size_t)pos * (size_t)k_width + (size_t)h * (size_t)head_dim;
-            vstore_half_rte(head[at.x], row + at.x, kc);
-            vstore_half_rte(head[at.y], row + at.y, kc);
-        }
-    }
+    global half *kc_row = kc + (size_t)pos * (size_t)k_width + (size_t)h * (size_t)head_dim;
+    for (int j = lid; j < head_dim / 2; j += NORM_WGS)
+        rope_store_pair(head, j, n_rot, neox, cs, kc_row, !is_q, 1, w, scale);
 }
 
 /* The loops below over keys and dimensions have run-time lengths, which GPU compilers do not

@@ -112,12 +112,14 @@ MATVEC_RES_KERNEL(q6_k, T_Q6_K)
  * arithmetic (rope_store_pair), so the same bits. rows0 = n_head * head_dim, rows1 = the cache's
  * k width (n_head_kv * head_dim), rows2 = v_width; counters 0 between launches. With v_done (a v
  * product of another type, run by the launch before) rows2 is 0 and y2 holds v: the work-items
- * copy it into the cache, spread over the whole launch. */
+ * copy it into the cache, spread over the whole launch. With norms (qwen3) each head of q and k
+ * is first RMS-normalized by qn or kn, as norm_rope_kv does. */
 static inline void rope_heads(const int which, const int group, const int rows0, const int rows1, const int v_width,
-                              global float *q, global float *k, local const float *red, global half *kc,
+                              global float *q, global float *k, global half *kc,
                               global half *vc, const int head_dim, const int n_rot, const int neox,
                               global const float *cos_sin, const int pos, volatile global uint *counters,
-                              local int *flag) {
+                              global const float *qn, global const float *kn, const float eps, const int norms,
+                              local float *red, local int *flag) {
     const int lid = get_local_id(0), row0 = group * MV_ROWS;
     if (which == 2) { /* v: this group's rows, whose sums red still holds (matvec stored them) */
         if (lid < MV_ROWS && row0 + lid < v_width)
@@ -125,7 +127,7 @@ static inline void rope_heads(const int which, const int group, const int rows0,
         return;
     }
     const int row1 = min(row0 + MV_ROWS, which == 0 ? rows0 : rows1);
-    const int pairs = which == 0 ? n_rot / 2 : head_dim / 2;
+    const int pairs = which == 0 && !norms ? n_rot / 2 : head_dim / 2;
     global float *y = which == 0 ? q : k;
     volatile global uint *c = counters + (which == 0 ? 0 : rows0 / head_dim);
     global const float *cs = cos_sin + (size_t)pos * (size_t)n_rot;
@@ -133,9 +135,15 @@ static inline void rope_heads(const int which, const int group, const int rows0,
         const int mine = min(row1, head_dim * (h + 1)) - max(row0, head_dim * h);
         if (!arrive_last(c + h, mine, head_dim, flag))
             continue;
+        global float *head = y + (size_t)h * (size_t)head_dim;
         global half *kc_row = kc + (size_t)pos * (size_t)rows1 + (size_t)h * (size_t)head_dim;
+        /* norm_rope_kv's sum: with at most 4 * MV_WGS values each work-item sums one float4 as
+         * there, and the tree's extra levels there add zeros */
+        const float scale =
+            norms ? 1.0f / sqrt(group_sum(sum_squares(head, head_dim, MV_WGS), red, MV_WGS) / (float)head_dim + eps)
+                  : 0.0f;
         for (int j = lid; j < pairs; j += MV_WGS)
-            rope_store_pair(y + (size_t)h * (size_t)head_dim, j, n_rot, neox, cs, kc_row, which == 1);
+            rope_store_pair(head, j, n_rot, neox, cs, kc_row, which == 1, norms, which == 0 ? qn : kn, scale);
     }
 }
 
@@ -145,7 +153,8 @@ static inline void rope_heads(const int which, const int group, const int rows0,
         const int rows0, const int rows1, const int rows2, const int k, global const float *x,               \
         global float *y0, global float *y1, global float *y2, global half *kc, global half *vc,              \
         const int head_dim, const int n_rot, const int neox, global const float *cos_sin, const int pos,     \
-        volatile global uint *counters, const int v_width, const int v_done) {                               \
+        volatile global uint *counters, const int v_width, const int v_done, global const float *qn,          \
+        global const float *kn, const float eps, const int norms) {                                          \
         local float red[MV_ROWS * MV_WGS];                                                                   \
         local int flag;                                                                                      \
         int group;                                                                                           \
@@ -154,8 +163,8 @@ static inline void rope_heads(const int which, const int group, const int rows0,
                 vstore_half_rte(y2[i], (size_t)pos * (size_t)v_width + i, vc);                               \
         const int which = matvec3(type, w0, w1, w2, row_bytes, rows0, rows1, rows2, k, x, y0, y1, y2, red,   \
                                   &group);                                                                   \
-        rope_heads(which, group, rows0, rows1, v_width, y0, y1, red, kc, vc, head_dim, n_rot, neox, cos_sin, \
-                   pos, counters, &flag);                                                                    \
+        rope_heads(which, group, rows0, rows1, v_width, y0, y1, kc, vc, head_dim, n_rot, neox, cos_sin, pos, \
+                   counters, qn, kn, eps, norms, red, &flag);                                                \
     }
 
 MATVEC3_ROPE_KERNEL(f32, T_F32)

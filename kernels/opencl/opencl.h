@@ -198,9 +198,9 @@ void tern_cl_rope_kv(tern_cl *cl, const tern_cl_rope_kv_args *a);
 /* a->q, a->k, a->v = w[0], w[1], w[2] times x for one token (tern_cl_matmul_shared), then
  * tern_cl_rope_kv(a), in one launch (each head's last work-group rotates and stores it; a v of
  * another type than q and k gets its own product's launch first): true where the program has
- * SYNC, q and k can share a launch, a is one token without norms and the rows are a's (n_head *
- * head_dim, n_head_kv * head_dim, v_width); false, with nothing launched, otherwise (the caller
- * then runs the two). */
+ * SYNC, q and k can share a launch, a is one token (with both norms or none) and the rows are
+ * a's (n_head * head_dim, n_head_kv * head_dim, v_width); false, with nothing launched, otherwise
+ * (the caller then runs the two). */
 bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_mem x, const tern_cl_rope_kv_args *a);
 
 typedef struct tern_cl_attn_shape {
