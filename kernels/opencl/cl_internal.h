@@ -72,6 +72,7 @@ typedef struct tern_cl_tunables {
     int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */
     int res_max;      /* matvec_res for residuals up to this wide (host only) */
     int att_span_min; /* decode attention's fewest keys per span (host only) */
+    int rope_fuse;    /* matvec3_rope for decode's q, k, v (host only; 0: matvec3, then rope_kv) */
 } tern_cl_tunables;
 
 /* CLBlastSgemm (clblast_c.h), whose enums are passed as ints: row-major 101, no transpose 111,

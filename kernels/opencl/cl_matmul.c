@@ -254,7 +254,7 @@ void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, c
 bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_mem x, const tern_cl_rope_kv_args *a) {
     /* a v product of another type runs first, by itself; the fused launch then stores it */
     const bool v_apart = !tern_cl_matmul_can_share(w[0], w[2]);
-    if (!cl->tune.sync || a->n_tokens != 1 || !a->q_norm != !a->k_norm || !tern_cl_matmul_can_share(w[0], w[1]) ||
+    if (!cl->tune.sync || !cl->tune.rope_fuse || a->n_tokens != 1 || !a->q_norm != !a->k_norm || !tern_cl_matmul_can_share(w[0], w[1]) ||
         (v_apart && w[2]->n_parts != 1) || a->head_dim % 2 || a->n_rot % 2 ||
         w[0]->n_rows != a->n_head * a->head_dim || w[1]->n_rows != a->n_head_kv * a->head_dim ||
         w[2]->n_rows != a->v_width || !cl->matvec3_rope[w[0]->type])

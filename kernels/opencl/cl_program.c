@@ -151,6 +151,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         /* decode attention's keys per span at least this: shorter spans leave most of a work-group
          * idle, longer ones leave the device idle (512 measured slower than 32 on an H200) */
         {"ATT_SPAN_MIN", &t->att_span_min, 32, false, 1, BIG},
+        /* q, k, v with their rope and KV store in one launch (SYNC): 0 to compare with the two */
+        {"ROPE_FUSE", &t->rope_fuse, 1, false, 0, 1},
     };
     size_t used = 0;
     defines[0] = '\0';

@@ -24,14 +24,14 @@
 #define RES_HELD 2
 #endif
 static inline bool res_held_fits(const int n, const int use_bw) {
-    return !use_bw && n % 32 == 0 && n <= RES_HELD * 32 * MV_WGS;
+    return RES_HELD > 0 && !use_bw && n % 32 == 0 && n <= RES_HELD * 32 * MV_WGS;
 }
 
 static inline void add_rmsnorm_held(global float *restrict y, global const float *restrict t, global const float *w,
                                     const int n, const float eps, global float *out, const float ts,
                                     global uchar *x8, const int use_x8, local float *red) {
     const int lid = get_local_id(0), nb = n / 32;
-    float4 v[RES_HELD][8];
+    float4 v[RES_HELD > 0 ? RES_HELD : 1][8];
     float s = 0.0f;
     for (int j = 0; j < RES_HELD; j++) {
         const int b = lid + j * MV_WGS;
