@@ -904,14 +904,6 @@ static void test_last_group_steps(void **state) {
     tern_cl *cl3 = open_with(&p3);
     check_last_group_steps(cl3, cl0, TERN_TYPE_Q4_K, 256, 256);
     tern_cl_free(cl3);
-    /* 8 work-items: matvec_res's register tail holds two blocks of the residual in each (512), or
-     * two in some and one in the others (384) */
-    char options8[600];
-    const tern_opencl_params p8 = with_options("-DMV_WGS=8", options8, sizeof options8);
-    tern_cl *cl8 = open_with(&p8);
-    check_last_group_steps(cl8, cl0, TERN_TYPE_Q4_K, 256, 512);
-    check_last_group_steps(cl8, cl0, TERN_TYPE_Q4_K, 256, 384);
-    tern_cl_free(cl8);
     tern_cl_free(cl0);
 }
 

@@ -7,72 +7,11 @@
  *   rmsnorm(y) * nw, t' = t or its own norm by bw), and with use_x8 out rounded to 8 bits for
  *   the next product (group_x8). The o-projection and the FFN-down product end this way, so each
  *   layer's two add_rmsnorm launches go where the width is within RES_MAX (the host's choice:
- *   this one-group tail does the whole residual alone; add_rmsnorm_held keeps it short).
+ *   this one-group tail walks the whole residual alone).
  *   counter: one uint, 0 between launches. Global size ceil(n_rows / MV_ROWS) * MV_WGS; n_rows
  *   is the residual's width.
  * matvec3_rope_<type>: q, k and v, then their rope and KV store (below).
  */
-/* The tail of matvec_res where the whole residual fits in the group's registers (n a multiple
- * of 32, at most RES_HELD blocks of 32 per work-item, no branch norm): work-item i holds blocks
- * i, i + MV_WGS, ..., so its loads of y and t all issue at once, and the sum of squares, the norm
- * and the 8-bit rounding (quantize_block32's arithmetic) work on the registers. add_rmsnorm_row
- * and group_x8 walk the row through memory in passes, each waiting for the one before (~10 trips
- * to memory for 4096 values by 64 work-items); here there are two, the loads of y and t and
- * those of the norm's weights. The same values and bytes, but for the order of the sum of
- * squares (one rounding apart). */
-#ifndef RES_HELD
-#define RES_HELD 2
-#endif
-static inline bool res_held_fits(const int n, const int use_bw) {
-    return RES_HELD > 0 && !use_bw && n % 32 == 0 && n <= RES_HELD * 32 * MV_WGS;
-}
-
-static inline void add_rmsnorm_held(global float *restrict y, global const float *restrict t, global const float *w,
-                                    const int n, const float eps, global float *out, const float ts,
-                                    global uchar *x8, const int use_x8, local float *red) {
-    const int lid = get_local_id(0), nb = n / 32;
-    float4 v[RES_HELD > 0 ? RES_HELD : 1][8];
-    float s = 0.0f;
-    for (int j = 0; j < RES_HELD; j++) {
-        const int b = lid + j * MV_WGS;
-        if (b < nb)
-            for (int i = 0; i < 8; i++)
-                v[j][i] = vload4(8 * b + i, y) + ts * vload4(8 * b + i, t);
-    }
-    for (int j = 0; j < RES_HELD; j++) {
-        const int b = lid + j * MV_WGS;
-        if (b < nb) {
-            float4 a = 0.0f;
-            for (int i = 0; i < 8; i++) {
-                vstore4(v[j][i], 8 * b + i, y);
-                a = mad(v[j][i], v[j][i], a);
-            }
-            s += (a.x + a.y) + (a.z + a.w);
-        }
-    }
-    const float scale = 1.0f / sqrt(group_sum(s, red, MV_WGS) / (float)n + eps);
-    global half *scales = (global half *)(x8 + n);
-    for (int j = 0; j < RES_HELD; j++) {
-        const int b = lid + j * MV_WGS;
-        if (b >= nb)
-            continue;
-        float amax = 0.0f;
-        for (int i = 0; i < 8; i++) {
-            v[j][i] = v[j][i] * scale * vload4(8 * b + i, w);
-            vstore4(v[j][i], 8 * b + i, out);
-            const float4 a = fabs(v[j][i]);
-            amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
-        }
-        if (use_x8) { /* quantize_block32 on the values just stored */
-            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            global char4 *dst = (global char4 *)(x8 + 32 * b);
-            for (int i = 0; i < 8; i++)
-                dst[i] = convert_char4_sat(round(v[j][i] * id));
-            vstore_half(d, (size_t)b, scales);
-        }
-    }
-}
-
 #define MATVEC_RES_KERNEL(name, type)                                                                         \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_res_##name(                         \
         global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x,    \
@@ -84,10 +23,6 @@ static inline void add_rmsnorm_held(global float *restrict y, global const float
         matvec(type, w, row_bytes, n_rows, k, x, t, 0, red, get_group_id(0));                                  \
         if (!arrive_last(counter, 1, get_num_groups(0), &last))                                                 \
             return;                                                                                             \
-        if (res_held_fits(n_rows, use_bw)) {                                                                    \
-            add_rmsnorm_held(y, t, nw, n_rows, eps, out, ts, x8, use_x8, red);                                  \
-            return;                                                                                             \
-        }                                                                                                       \
         add_rmsnorm_row(y, t, nw, n_rows, eps, out, ts, bw, use_bw, red, MV_WGS);                              \
         if (use_x8)                                                                                             \
             group_x8(out, n_rows, x8, (global half *)(x8 + n_rows));                                            \
