@@ -224,9 +224,10 @@ static size_t shared_args(tern_cl *cl, const tern_cl_matrix *const *w, int n, co
         groups += (size_t)((rows[i] + t->mv_rows - 1) / t->mv_rows);
         *bytes += (uint64_t)rows[i] * (w[0]->row_bytes + 4);
     }
-    const tern_cl_arg a[12] = {TERN_CL_ARG(wm[0]),  TERN_CL_ARG(wm[1]),   TERN_CL_ARG(wm[2]),   TERN_CL_ARG(*row_bytes),
-                               TERN_CL_ARG(rows[0]), TERN_CL_ARG(rows[1]), TERN_CL_ARG(rows[2]), TERN_CL_ARG(*k),
-                               TERN_CL_ARG(*xv),     TERN_CL_ARG(ym[0]),   TERN_CL_ARG(ym[1]),   TERN_CL_ARG(ym[2])};
+    const tern_cl_arg a[12] = {TERN_CL_ARG(wm[0]),      TERN_CL_ARG(wm[1]),   TERN_CL_ARG(wm[2]),
+                               TERN_CL_ARG(*row_bytes), TERN_CL_ARG(rows[0]), TERN_CL_ARG(rows[1]),
+                               TERN_CL_ARG(rows[2]),    TERN_CL_ARG(*k),      TERN_CL_ARG(*xv),
+                               TERN_CL_ARG(ym[0]),      TERN_CL_ARG(ym[1]),   TERN_CL_ARG(ym[2])};
     memcpy(args, a, sizeof a);
     return groups * (size_t)t->mv_wgs;
 }
@@ -254,8 +255,8 @@ void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, c
 bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_mem x, const tern_cl_rope_kv_args *a) {
     /* a v product of another type runs first, by itself; the fused launch then stores it */
     const bool v_apart = !tern_cl_matmul_can_share(w[0], w[2]);
-    if (!cl->tune.sync || !cl->tune.rope_fuse || a->n_tokens != 1 || !a->q_norm != !a->k_norm || !tern_cl_matmul_can_share(w[0], w[1]) ||
-        (v_apart && w[2]->n_parts != 1) || a->head_dim % 2 || a->n_rot % 2 ||
+    if (!cl->tune.sync || !cl->tune.rope_fuse || a->n_tokens != 1 || !a->q_norm != !a->k_norm ||
+        !tern_cl_matmul_can_share(w[0], w[1]) || (v_apart && w[2]->n_parts != 1) || a->head_dim % 2 || a->n_rot % 2 ||
         w[0]->n_rows != a->n_head * a->head_dim || w[1]->n_rows != a->n_head_kv * a->head_dim ||
         w[2]->n_rows != a->v_width || !cl->matvec3_rope[w[0]->type])
         return false;
@@ -273,8 +274,9 @@ bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_me
     cl_int rows[3];
     tern_cl_arg args[26];
     uint64_t bytes;
-    const size_t global[1] = {shared_args(cl, w, v_apart ? 2 : 3, &xv, y, wm, rows, ym, &row_bytes, &k, args, &bytes)};
-    ym[2] = a->v; /* with v_apart: v's values, copied into the cache */
+    const size_t global[1] = {
+        shared_args(cl, w, v_apart ? 2 : 3, &xv, y, wm, rows, ym, &row_bytes, &k, args, &bytes)};
+    ym[2] = a->v; /* with v_apart no rows of it, but y2 is v's values, copied into the cache */
     const tern_cl_arg rope[14] = {TERN_CL_ARG(a->kc),     TERN_CL_ARG(a->vc),      TERN_CL_ARG(hd),
                                   TERN_CL_ARG(nr),        TERN_CL_ARG(nx),         TERN_CL_ARG(a->cos_sin),
                                   TERN_CL_ARG(pos),       TERN_CL_ARG(counters),   TERN_CL_ARG(vw),
