@@ -609,8 +609,9 @@ static void expect_cache_rows(const uint8_t *got, const uint8_t *want, const flo
  * (heads of 64 and 32: whole blocks), K's and V's or one of them: the stored blocks must be the
  * CPU quantizer's bytes (but for ties, expect_cache_rows), and the attention the CPU reference's
  * over the device's blocks. */
-static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second, int q8) {
-    const int64_t n_head = 6, n_kv = 2, dk = q8 ? 64 : 38, dv = q8 ? 32 : 44, n_ctx = 256;
+static void check_kv_attention_heads(tern_cl *cl, int64_t first, int64_t second, int q8, int64_t dk, int64_t dv,
+                                     float tol) {
+    const int64_t n_head = 6, n_kv = 2, n_ctx = 256;
     const int64_t kw = n_kv * dk, vw = n_kv * dv, total = first + second;
     const bool k_q8 = q8 & 1, v_q8 = (q8 & 2) != 0;
     const uint32_t kt = k_q8 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16, vt = v_q8 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16;
@@ -668,7 +669,7 @@ static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second, int q
                 g_ref.attn_capped(dk, dv, pos + 1 - lo, q + (t * n_head + h) * dk, &kr, &vr, 0.17f, caps[wi], scores,
                                   want);
                 for (int64_t d = 0; d < dv; d++) /* |v| < 1: an online softmax rounds differently */
-                    if (fabsf(got[(t * n_head + h) * dv + d] - want[d]) > 1e-5f)
+                    if (fabsf(got[(t * n_head + h) * dv + d] - want[d]) > tol)
                         fail_msg("attention K %s V %s window %lld cap %g token %lld head %lld [%lld]: %.7g, want %.7g",
                                  tern_type_name(kt), tern_type_name(vt), (long long)windows[wi], caps[wi],
                                  (long long)t, (long long)h, (long long)d, got[(t * n_head + h) * dv + d], want[d]);
@@ -686,6 +687,10 @@ static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second, int q
     free(got);
     free(want);
     free(scores);
+}
+
+static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second, int q8) {
+    check_kv_attention_heads(cl, first, second, q8, q8 ? 64 : 38, q8 ? 32 : 44, 1e-5f);
 }
 
 static void test_kv_attention(void **state) {
@@ -1183,6 +1188,27 @@ static void test_mma_products(void **state) {
     }
 }
 
+/* Prefill attention on tensor cores (mma.sync on NVIDIA, the emulation elsewhere) against the CPU
+ * reference: heads of 128 and of 64 (K) with 64 or 32 (V), FP16 and Q8_0 caches, causal, window
+ * and soft-cap (check_kv_attention_heads' cases), 50 queries (a block of 64 with a tail) after
+ * 150 cached keys. q (times the scale) and the probabilities are rounded to f16 there: within
+ * 1e-3 of the reference for values under 1. */
+static void test_mma_attention(void **state) {
+    (void)state;
+    tern_cl *cl = open_mma(TERN_OPENCL_MMA_ON, "");
+    if (!tern_cl_mma_on(cl) || strstr(tern_cl_mma_state(cl), "attention"))
+        fail_msg("mma forced on: %s", tern_cl_mma_state(cl));
+    check_kv_attention_heads(cl, 150, 50, 0, 128, 128, 1e-3f);
+    check_kv_attention_heads(cl, 150, 50, 3, 64, 32, 1e-3f);
+    check_kv_attention_heads(cl, 30, 20, 1, 64, 64, 1e-3f); /* one chunk of keys, then the next */
+    tern_cl_free(cl);
+    /* two warps per work-group: blocks of 32 queries */
+    cl = open_mma(TERN_OPENCL_MMA_ON, "-DFA_WARPS=2");
+    assert_true(tern_cl_mma_on(cl));
+    check_kv_attention_heads(cl, 150, 50, 0, 64, 64, 1e-3f);
+    tern_cl_free(cl);
+}
+
 /* A kernel that computes wrongly (a layout error on purpose) fails the self-test: off, with the
  * reason, and the products are the tiled kernel's; one that does not build: the program is
  * rebuilt without it. */
@@ -1198,6 +1224,18 @@ static void test_mma_fallbacks(void **state) {
     assert_false(tern_cl_mma_on(cl));
     assert_non_null(strstr(tern_cl_mma_state(cl), "cached verdict"));
     tern_cl_free(cl);
+    /* an attention kernel that computes wrongly: the products stay on tensor cores, attention
+     * goes back to attention_tiled (exact to 1e-5 again), cached as such */
+    for (int pass = 0; pass < 2; pass++) {
+        cl = open_mma(TERN_OPENCL_MMA_ON, "-DTERN_WRONG_MMA_ATT");
+        assert_true(tern_cl_mma_on(cl));
+        if (!strstr(tern_cl_mma_state(cl), pass ? "prefill attention on tensor cores off: cached verdict"
+                                                 : "prefill attention on tensor cores off: its self-test failed"))
+            fail_msg("state: %s", tern_cl_mma_state(cl));
+        if (!pass)
+            check_kv_attention_heads(cl, 150, 50, 0, 64, 64, 1e-5f);
+        tern_cl_free(cl);
+    }
     cl = open_mma(TERN_OPENCL_MMA_ON, "-DTERN_BROKEN_MMA");
     assert_false(tern_cl_mma_on(cl));
     if (!strstr(tern_cl_mma_state(cl), "off: the mma kernels did not build") ||
@@ -1849,6 +1887,7 @@ int main(void) {
         cmocka_unit_test(test_dot8_fallback),
         cmocka_unit_test(test_mma_selection),
         cmocka_unit_test(test_mma_products),
+        cmocka_unit_test(test_mma_attention),
         cmocka_unit_test(test_mma_fallbacks),
         cmocka_unit_test(test_context_build_failure),
         cmocka_unit_test(test_context_runtime_failure),

@@ -2,8 +2,9 @@
 # A device session's measurements in one command, for a machine with a real GPU (docs/opencl.md,
 # "Running on a GPU"): the device, where a 7B prefill and decode spend their time, CLBlast
 # against the tiled kernel, f32 against int8 decode products, the matvec tunables, the first
-# token of short prompts through the GEMM and through the products, and the tiled kernel's
-# tunables swept at the prefill shape.
+# token of short prompts through the GEMM and through the products, the tiled kernel's
+# tunables swept at the prefill shape, and where the tensor cores are on, prefill attention on
+# them against attention_tiled and the tensor-core product's tiles swept.
 #
 #   bash tools/opencl_tune.sh [MODEL] [OUT_DIR]
 #
@@ -92,3 +93,33 @@ for cfg in $CONFIGS; do
     fi
     grep -E "^\| \| opencl \| Q[46]_K \| 7B \| .* \| 512 \|" "$OUT/$name.log" | awk -F'|' '{printf "   %s %s %s GFLOP/s\n", $4, $6, $11}'
 done
+
+# The tensor-core kernels, where they are on (the backend line says "tensor-core prefill"):
+# prefill attention on them (attention_mma, FA_WARPS warps of 16 queries) against
+# attention_tiled, then the product's tiles (MMA_TN x MMA_TM, each warp MMA_WN x MMA_WM; the
+# work-group is 32 (TN/WN) (TM/WM) work-items and needs 160 (TN + TM) bytes of local memory).
+# TUNE_MMA_CONFIGS replaces that sweep's default, as TUNE_CONFIGS does above.
+if grep -q "tensor-core prefill" "$OUT/decode_profile.log"; then
+    for o in -DMMA_ATT=0 -DMMA_ATT=1 -DFA_WARPS=2 -DFA_WARPS=8; do
+        step "mma_att$o" env TERN_OPENCL_OPTIONS="$o" TERN_OPENCL_PROFILE=1 \
+            "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 16 -r 2
+        grep -h "^| t=" "$OUT/mma_att$o.log" | tail -1 | sed 's/^/   /'
+        grep -hE "^ +attention_(mma|tiled) " "$OUT/mma_att$o.log" | head -1 | sed 's/^/   /'
+    done
+    MMA_CONFIGS=${TUNE_MMA_CONFIGS:-"128,64,32,32 128,128,32,64 128,128,64,32 128,128,32,32 64,128,32,32 64,64,32,32"}
+    for cfg in $MMA_CONFIGS; do
+        cfg=${cfg//,/ }
+        set -- $cfg
+        opts="-DMMA_TN=$1 -DMMA_TM=$2 -DMMA_WN=$3 -DMMA_WM=$4"
+        name="mma_tn$1_tm$2_wn$3_wm$4"
+        TERN_OPENCL_OPTIONS="$opts" TERN_OPENCL_PROFILE=1 "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 4 -r 2 \
+            >"$OUT/$name.log" 2>&1
+        echo "== $opts (exit $?):"
+        if [ -x build/tests/test_opencl ]; then
+            TERN_TEST_FILTER="test_mma*" TERN_OPENCL_OPTIONS="$opts" build/tests/test_opencl >"$OUT/$name.test.log" 2>&1 &&
+                echo "   test_opencl's mma tests passed" || echo "   test_opencl's mma tests FAILED: $OUT/$name.test.log"
+        fi
+        grep -h "^| t=" "$OUT/$name.log" | tail -1 | sed 's/^/   /'
+        grep -hE "^ +matmul_mma_q4_k " "$OUT/$name.log" | head -1 | sed 's/^/   /'
+    done
+fi

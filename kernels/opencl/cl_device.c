@@ -348,6 +348,8 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0] && st == TERN_OK; i++)
         st = make_kernel(cl, ops[i].name, ops[i].local, ops[i].out, err);
+    if (st == TERN_OK && t->mma)
+        st = make_kernel(cl, "attention_mma", (size_t)(32 * t->fa_warps), &cl->attention_mma, err);
     /* attention_tiled where its 4 ATT_TQ work-items and its local memory fit */
     size_t allowed = 0;
     cl->att_tiled = st == TERN_OK &&
@@ -497,6 +499,7 @@ tern_status tern_cl_attach(const tern_cl *device, const tern_opencl_params *para
     cl->tune = device->tune;
     cl->split_bytes = device->split_bytes;
     cl->mma = device->mma;
+    cl->mma_att = device->mma_att;
     cl->fail_after = p->fail_after > 0 ? p->fail_after : 0;
     if (log)
         cl->log = *log;
@@ -525,7 +528,8 @@ void tern_cl_free(tern_cl *cl) {
                 cl->api.ReleaseKernel(typed[i][t]);
     cl_kernel ops[] = {cl->rmsnorm,  cl->add_rmsnorm, cl->rope,           cl->glu,     cl->add,
                        cl->add_bias, cl->kv_store,    cl->attention,      cl->read_bw, cl->attention_merge,
-                       cl->rope_kv,  cl->quantize_x8, cl->attention_tiled, cl->norm_rope_kv, cl->softcap};
+                       cl->rope_kv,  cl->quantize_x8, cl->attention_tiled, cl->norm_rope_kv, cl->softcap,
+                       cl->attention_mma};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i])
             cl->api.ReleaseKernel(ops[i]);

@@ -73,6 +73,8 @@ typedef struct tern_cl_tunables {
     int res_max;      /* matvec_res for residuals up to this wide (host only) */
     int att_span_min; /* decode attention's fewest keys per span (host only) */
     int rope_fuse;    /* matvec3_rope for decode's q, k, v (host only; 0: matvec3, then rope_kv) */
+    int fa_warps;     /* attention_mma.cl: warps (of 16 queries) per work-group */
+    int mma_att;      /* attention_mma for prefill where mma is on (host only; 0: attention_tiled) */
 } tern_cl_tunables;
 
 /* CLBlastSgemm (clblast_c.h), whose enums are passed as ints: row-major 101, no transpose 111,
@@ -127,7 +129,7 @@ struct tern_cl {
      * [5] matmul_mma (only where MMA is built), [6] matvec_res, [7] matvec3_rope */
     char names[8][TERN_TYPE_COUNT][20];
     cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
-        norm_rope_kv, softcap, quantize_x8, attention_tiled;
+        norm_rope_kv, softcap, quantize_x8, attention_tiled, attention_mma;
     uint64_t launches; /* enqueued kernels (tern_cl_launches) */
     bool att_tiled;    /* attention_tiled fits the device (work-group and local memory) */
     cl_kernel read_bw; /* bandwidth.cl: the read-bandwidth probe (cl_bandwidth.c) */
@@ -135,6 +137,7 @@ struct tern_cl {
     /* prefill products */
     tern_opencl_gemm gemm;  /* TILED or CLBLAST once resolved */
     bool mma;               /* matmul_mma (tensor cores) takes the prefill products: it built and passed */
+    bool mma_att;           /* attention_mma takes prefill attention: it passed its own self-test */
     /* tern_cl_mma_state: why it is on or off; empty when never tried. Room for a build failure's
      * whole message: its compiler line comes after the device's name and the driver's file name
      * (PoCL: ~180 characters in), and it is what says why. */
@@ -175,6 +178,15 @@ struct tern_cl {
  * floats, ATT_TQ x 16 probabilities, two reductions of 4 ATT_TQ). */
 #define TERN_CL_AT_D 128
 #define TERN_CL_AT_LOCAL_BYTES(tq) (4u * (((unsigned)(tq) + 32u) * 132u + 16u * (unsigned)(tq) + 8u * (unsigned)(tq)))
+
+/* attention_mma.cl's largest head size (its queries' and keys' tile rows). */
+#define TERN_CL_FA_D 128
+
+/* Prefill attention of a batch through attention_mma (mma true) or attention_tiled, whichever
+ * the caller chose; tern_cl_attention_mma_fits: the shapes attention_mma takes. */
+void tern_cl_attention_batch(tern_cl *cl, bool mma, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s,
+                             cl_mem out);
+bool tern_cl_attention_mma_fits(const tern_cl_attn_shape *s);
 
 /* matmul_mma.cl's local memory for MMA_TN x MMA_TM tiles: two buffers of rows of 20 words. */
 #define TERN_CL_MMA_LOCAL_BYTES(tn, tm) (2u * 80u * ((uint64_t)(tn) + (uint64_t)(tm)))

@@ -1,5 +1,6 @@
 /*
- * The tensor-core prefill products (matmul_mma.cl): whether they are used, and their launch.
+ * The tensor-core prefill kernels (matmul_mma.cl, attention_mma.cl): whether they are used, and the
+ * products' launch.
  *
  * A program built with MMA != 0 has matmul_mma_<type> kernels, but a driver may compile inline
  * PTX it then runs wrongly, and the fragment layouts are easy to get wrong, so before any use a
@@ -13,7 +14,13 @@
  * path off, with the reason in tern_cl_mma_state; a failure to set the test up does too, but is
  * not cached (it may be the moment's: memory, say).
  *
- * Verdict file: <program cache entry>.mma, holding "TERNMMA1\n<key>\n<0 or 1>\n".
+ * Prefill attention on tensor cores (attention_mma) has a self-test of its own, run where the
+ * product's passed: random queries and an FP16 cache through attention_mma and attention_tiled
+ * (a block of queries and a tail, keys before the batch, GQA, 128-wide heads, scores large
+ * enough that the softmax tells the keys apart). It failing turns off attention_mma only.
+ *
+ * Verdict file: <program cache entry>.mma, holding "TERNMMA2\n<key>\n<g><a>\n", g and a 0 or 1:
+ * the product's and the attention's verdicts.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,8 +29,9 @@
 #include <unistd.h>
 
 #include "kernels/opencl/cl_internal.h"
+#include "quant/fp16.h"
 
-#define VERDICT_MAGIC "TERNMMA1"
+#define VERDICT_MAGIC "TERNMMA2"
 
 /* The self-test's shape: one full tile of the defaults and a tail, in rows and in tokens. */
 enum { TEST_K = 512, TEST_ROWS = 131, TEST_TOKENS = 67, Q4_K_BLOCK = 144 };
@@ -44,7 +52,12 @@ static bool verdict_path(const tern_cl *cl, char *out, size_t cap) {
     return cl->cache_file[0] && snprintf(out, cap, "%s.mma", cl->cache_file) < (int)cap;
 }
 
-/* 1 passed, 0 failed, -1 no valid verdict for this program. */
+/* The attention self-test's shape: 70 queries (a block of 64 and a tail) after 21 cached keys,
+ * 4 heads over 2 KV heads of 128. */
+enum { ATT_POS0 = 21, ATT_TOKENS = 70, ATT_HEADS = 4, ATT_KV_HEADS = 2, ATT_D = 128 };
+
+/* -1 no valid verdict for this program, else the product's verdict (1 passed) + 2 x the
+ * attention's. */
 static int verdict_load(const tern_cl *cl) {
     char path[1100], want[1900], got[1900];
     if (!verdict_path(cl, path, sizeof path))
@@ -56,14 +69,14 @@ static int verdict_load(const tern_cl *cl) {
     fclose(f);
     got[n] = '\0';
     const int len = snprintf(want, sizeof want, "%s\n%s\n", VERDICT_MAGIC, cl->cache_key);
-    if (len >= (int)sizeof want || n != (size_t)len + 2 || memcmp(got, want, (size_t)len) != 0 ||
-        got[n - 1] != '\n' || (got[len] != '0' && got[len] != '1'))
+    if (len >= (int)sizeof want || n != (size_t)len + 3 || memcmp(got, want, (size_t)len) != 0 ||
+        got[n - 1] != '\n' || (got[len] != '0' && got[len] != '1') || (got[len + 1] != '0' && got[len + 1] != '1'))
         return -1;
-    return got[len] - '0';
+    return (got[len] - '0') + 2 * (got[len + 1] - '0');
 }
 
 /* Written to a temporary file and renamed (atomic); any failure leaves no verdict. */
-static void verdict_store(const tern_cl *cl, bool passed) {
+static void verdict_store(const tern_cl *cl, bool passed, bool att_passed) {
     char path[1100], tmp[1200];
     if (!verdict_path(cl, path, sizeof path))
         return;
@@ -71,7 +84,7 @@ static void verdict_store(const tern_cl *cl, bool passed) {
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return;
-    const bool ok = fprintf(f, "%s\n%s\n%d\n", VERDICT_MAGIC, cl->cache_key, passed ? 1 : 0) > 0;
+    const bool ok = fprintf(f, "%s\n%s\n%d%d\n", VERDICT_MAGIC, cl->cache_key, passed ? 1 : 0, att_passed ? 1 : 0) > 0;
     if (fclose(f) != 0 || !ok || rename(tmp, path) != 0)
         remove(tmp);
 }
@@ -85,6 +98,10 @@ static void probe_close(tern_cl *p) {
         p->api.ReleaseKernel(p->matmul[TERN_TYPE_Q4_K]);
     if (p->matmul_mma[TERN_TYPE_Q4_K])
         p->api.ReleaseKernel(p->matmul_mma[TERN_TYPE_Q4_K]);
+    if (p->attention_tiled)
+        p->api.ReleaseKernel(p->attention_tiled);
+    if (p->attention_mma)
+        p->api.ReleaseKernel(p->attention_mma);
     if (p->program)
         p->api.ReleaseProgram(p->program);
     if (p->queue)
@@ -174,6 +191,60 @@ done:
     return verdict;
 }
 
+/* As self_test, for attention_mma against attention_tiled. */
+static int attention_self_test(tern_cl *cl, char *why, size_t cap) {
+    const size_t n_q = (size_t)ATT_TOKENS * ATT_HEADS * ATT_D, width = (size_t)ATT_KV_HEADS * ATT_D;
+    const size_t n_cache = (size_t)(ATT_POS0 + ATT_TOKENS) * width;
+    float *f = malloc(sizeof(float) * 3 * n_q);
+    uint16_t *cache = malloc(sizeof(uint16_t) * 2 * n_cache);
+    cl_mem qd = NULL, kd = NULL, vd = NULL, od[2] = {NULL, NULL};
+    tern_error err = {0};
+    int verdict = -1;
+    if (!f || !cache) {
+        snprintf(why, cap, "out of memory");
+        goto done;
+    }
+    float *out = f + n_q, *out_ref = out + n_q;
+    uint32_t seed = 0x9E3779B9u;
+    for (size_t i = 0; i < n_q; i++)
+        f[i] = (float)(next_u32(&seed) >> 8) / 8388608.0f - 1.0f;
+    for (size_t i = 0; i < 2 * n_cache; i++)
+        cache[i] = tern_fp32_to_fp16((float)(next_u32(&seed) >> 8) / 8388608.0f - 1.0f);
+    if (tern_cl_alloc(cl, sizeof(float) * n_q, f, &qd, &err) != TERN_OK ||
+        tern_cl_alloc(cl, sizeof(uint16_t) * n_cache, cache, &kd, &err) != TERN_OK ||
+        tern_cl_alloc(cl, sizeof(uint16_t) * n_cache, cache + n_cache, &vd, &err) != TERN_OK ||
+        tern_cl_alloc(cl, sizeof(float) * n_q, NULL, &od[0], &err) != TERN_OK ||
+        tern_cl_alloc(cl, sizeof(float) * n_q, NULL, &od[1], &err) != TERN_OK) {
+        snprintf(why, cap, "the attention self-test could not run: %.150s", err.message);
+        goto done;
+    }
+    /* scale 0.5: scores of a few units, so that a key's probability depends on which key it is */
+    const tern_cl_attn_shape s = {ATT_POS0, ATT_TOKENS, ATT_HEADS, ATT_KV_HEADS, ATT_D, ATT_D, (int64_t)width,
+                                  (int64_t)width, 0, 0.5f, 0.0f, false, false};
+    tern_cl_attention_batch(cl, true, qd, kd, vd, &s, od[0]);
+    tern_cl_attention_batch(cl, false, qd, kd, vd, &s, od[1]);
+    if (tern_cl_read(cl, od[0], 0, sizeof(float) * n_q, out, &err) != TERN_OK ||
+        tern_cl_read(cl, od[1], 0, sizeof(float) * n_q, out_ref, &err) != TERN_OK) {
+        snprintf(why, cap, "its self-test failed: its run failed: %.150s", err.message);
+        verdict = 0;
+        goto done;
+    }
+    const double rms = relative_rms(out, out_ref, n_q);
+    verdict = rms <= TEST_RMS_ALLOWED;
+    if (!verdict)
+        snprintf(why, cap, "its self-test failed: off attention_tiled's by %.3g (relative RMS; %.0e allowed)", rms,
+                 TEST_RMS_ALLOWED);
+done:
+    tern_cl_release(cl, qd, sizeof(float) * n_q);
+    tern_cl_release(cl, kd, sizeof(uint16_t) * n_cache);
+    tern_cl_release(cl, vd, sizeof(uint16_t) * n_cache);
+    tern_cl_release(cl, od[0], sizeof(float) * n_q);
+    tern_cl_release(cl, od[1], sizeof(float) * n_q);
+    free(f);
+    free(cache);
+    return verdict;
+}
+
 /* The probe's handle: a copy of cl on a new context and queue of the same device, with the
  * program built there from cl's binary and the two kernels the test launches; NULL (why says
  * why) if any of it fails. It owns none of cl's buffers. */
@@ -192,7 +263,7 @@ static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
     p->context = NULL;
     p->queue = NULL;
     p->program = NULL;
-    p->matmul[TERN_TYPE_Q4_K] = p->matmul_mma[TERN_TYPE_Q4_K] = NULL;
+    p->matmul[TERN_TYPE_Q4_K] = p->matmul_mma[TERN_TYPE_Q4_K] = p->attention_tiled = p->attention_mma = NULL;
     p->tile = p->ids = p->att_part = p->x8[0] = p->x8[1] = p->x8_of = p->counters = NULL;
     p->tile_bytes = p->ids_bytes = p->att_part_bytes = p->x8_bytes[0] = p->x8_bytes[1] = p->counters_bytes = 0;
     p->bytes = 0;
@@ -216,6 +287,8 @@ static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
         !(p->matmul[TERN_TYPE_Q4_K] = api->CreateKernel(p->program, cl->names[1][TERN_TYPE_Q4_K], &rc)) ||
         rc != CL_SUCCESS ||
         !(p->matmul_mma[TERN_TYPE_Q4_K] = api->CreateKernel(p->program, cl->names[5][TERN_TYPE_Q4_K], &rc)) ||
+        rc != CL_SUCCESS || !(p->attention_tiled = api->CreateKernel(p->program, "attention_tiled", &rc)) ||
+        rc != CL_SUCCESS || !(p->attention_mma = api->CreateKernel(p->program, "attention_mma", &rc)) ||
         rc != CL_SUCCESS)
         goto fail;
     free(bin);
@@ -227,32 +300,48 @@ fail:
     return NULL;
 }
 
+/* cl->mma_state for a verdict: on or off, and where the product passed and the attention did not,
+ * why that is off (att_why; empty when cached). */
+static void describe(tern_cl *cl, const char *how, bool cached, const char *why, const char *att_why) {
+    if (!cl->mma) {
+        if (cached)
+            snprintf(cl->mma_state, sizeof cl->mma_state, "off: the self-test failed (%s; cached verdict)", how);
+        else
+            snprintf(cl->mma_state, sizeof cl->mma_state, "off: %s", why);
+        return;
+    }
+    char att[260] = "";
+    if (!cl->mma_att)
+        snprintf(att, sizeof att, "; prefill attention on tensor cores off: %s", cached ? "cached verdict" : att_why);
+    snprintf(cl->mma_state, sizeof cl->mma_state, "on (%s; self-test passed%s)%s", how, cached ? ", cached" : "",
+             att);
+}
+
 void tern_cl_mma_probe(tern_cl *cl) {
-    cl->mma = false;
+    cl->mma = cl->mma_att = false;
     if (cl->tune.mma == 0)
         return; /* mma_state says why, where it was ever in question */
     const char *how = cl->tune.mma == 2 ? "f16 mma.sync" : "f16, the portable emulation";
     const int cached = verdict_load(cl);
     if (cached >= 0) {
-        cl->mma = cached == 1;
-        snprintf(cl->mma_state, sizeof cl->mma_state, cl->mma ? "on (%s; self-test passed, cached)"
-                                                              : "off: the self-test failed (%s; cached verdict)",
-                 how);
+        cl->mma = (cached & 1) != 0;
+        cl->mma_att = cl->mma && (cached & 2) != 0;
+        describe(cl, how, true, "", "");
         return;
     }
-    char why[200] = "";
+    char why[200] = "", att_why[200] = "";
     tern_cl *probe = probe_open(cl, why, sizeof why);
-    int verdict = -1;
+    int verdict = -1, att_verdict = -1;
     if (probe) {
         probe->fail_after = 0; /* its launches are not those opencl.fail_after counts */
         verdict = self_test(probe, why, sizeof why);
+        if (verdict == 1)
+            att_verdict = attention_self_test(probe, att_why, sizeof att_why);
         probe_close(probe);
     }
     cl->mma = verdict == 1;
-    if (cl->mma)
-        snprintf(cl->mma_state, sizeof cl->mma_state, "on (%s; self-test passed)", how);
-    else
-        snprintf(cl->mma_state, sizeof cl->mma_state, "off: %s", why);
-    if (verdict >= 0)
-        verdict_store(cl, cl->mma);
+    cl->mma_att = cl->mma && att_verdict == 1;
+    describe(cl, how, false, why, att_why);
+    if (verdict >= 0 && (verdict == 0 || att_verdict >= 0))
+        verdict_store(cl, cl->mma, cl->mma_att);
 }

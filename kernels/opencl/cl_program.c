@@ -153,6 +153,10 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         {"ATT_SPAN_MIN", &t->att_span_min, 32, false, 1, BIG},
         /* q, k, v with their rope and KV store in one launch (SYNC): 0 to compare with the two */
         {"ROPE_FUSE", &t->rope_fuse, 1, false, 0, 1},
+        /* prefill attention on tensor cores: warps of 16 queries per work-group, and a switch (0:
+         * attention_tiled) for comparisons */
+        {"FA_WARPS", &t->fa_warps, 4, true, 1, 8},
+        {"MMA_ATT", &t->mma_att, 1, false, 0, 1},
     };
     size_t used = 0;
     defines[0] = '\0';
@@ -188,7 +192,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         return tern_error_set(err, TERN_ERR_INVALID_ARG,
                               "MMA_WN must be a multiple of 16, MMA_WM of 8, and they must divide MMA_TN, MMA_TM");
     const size_t needs[] = {(size_t)t->mv_wgs, (size_t)mm_threads, (size_t)t->norm_wgs, (size_t)t->att_wgs,
-                            (size_t)t->ew_wgs, t->mma ? (size_t)mma_threads : 1};
+                            (size_t)t->ew_wgs, t->mma ? (size_t)mma_threads : 1,
+                            t->mma ? (size_t)(32 * t->fa_warps) : 1};
     for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
         if (needs[i] > max_wg)
             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
