@@ -49,6 +49,21 @@ step prefill_tiled env TERN_OPENCL_GEMM=tiled TERN_OPENCL_PROFILE=1 \
     "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 16 -r 2
 grep -h "^| t=" "$OUT/decode_profile.log" "$OUT/prefill_clblast.log" "$OUT/prefill_tiled.log" | sed 's/^/   /'
 
+# Registers, stack and spills per kernel, as NVIDIA's assembler makes them of the driver's PTX
+# (on NVIDIA the program binary the cache keeps is PTX text): a kernel that spills, or keeps an
+# array in a stack frame (a register array indexed at run time), is slow for that alone.
+entry=$(ls -t "${XDG_CACHE_HOME:-$HOME/.cache}"/tern/opencl-*.bin 2>/dev/null | head -1)
+if command -v ptxas >/dev/null && command -v python3 >/dev/null && [ -n "$entry" ] && grep -q "^\.target sm_" "$entry"; then
+    python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); open(sys.argv[2], "wb").write(d[d.find(b".version"):d.rfind(b"}") + 1])' \
+        "$entry" "$OUT/program.ptx"
+    arch=$(sed -n 's/^\.target \(sm_[0-9a-z]*\).*/\1/p' "$OUT/program.ptx" | head -1)
+    step ptxas ptxas -arch="$arch" -v "$OUT/program.ptx" -o /dev/null
+    awk '/Compiling entry function/ { k = $0; sub(/.*function ./, "", k); sub(/. for.*/, "", k); frame = "" }
+         /bytes stack frame/ { frame = $0; sub(/^ */, "", frame) }
+         /Used [0-9]+ registers/ && k ~ /mma|attention|matvec_(res_)?q[46]_k|matvec3_(rope_)?q4_k|matvec_glu_q4_k/ {
+             u = $0; sub(/.*Used/, "Used", u); print "   " k ": " u "; " frame }' "$OUT/ptxas.log"
+fi
+
 step kbench "$TERN" kbench --isa opencl --full
 grep -E "^\| \| opencl \|" "$OUT/kbench.log" | sed 's/^/   /'
 

@@ -48,6 +48,13 @@
 #define FA_VS (FA_KB / 2 + 4)
 #define FA_CHUNK_WORDS (FA_KB * FA_QS + FA_D * FA_VS)
 #define FA_TILE_WORDS (FA_TQ * FA_QS > FA_CHUNK_WORDS ? FA_TQ * FA_QS : FA_CHUNK_WORDS)
+/* Loops over register arrays are unrolled where the arrays are registers (mma.sync); the
+ * emulation's barriers inside them would multiply PoCL's compile time instead. */
+#if MMA == 2
+#define FA_UNROLL _Pragma("unroll")
+#else
+#define FA_UNROLL
+#endif
 /* per warp, the emulation's operands: A (16 rows x 8 words), then B (8 columns x 8 words) */
 #define FA_EMU_WORDS 192
 #if MMA == 1
@@ -140,6 +147,7 @@ static inline void fa_load_chunk(global const uchar *kh, global const uchar *vh,
             r + 1 < n ? vload4(c, (global const uint *)(vh + (size_t)(c0 + r + 1) * v_row)) : (uint4)(0);
         const uint aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
         local uint *dst = vt + 8 * c * FA_VS + kp;
+        FA_UNROLL
         for (int i = 0; i < 4; i++) { /* dims 8c + 2i (low halves) and 8c + 2i + 1 (high) */
             dst[(2 * i) * FA_VS] = (aw[i] & 0xFFFFu) | bw[i] << 16;
             dst[(2 * i + 1) * FA_VS] = aw[i] >> 16 | (bw[i] & 0xFFFF0000u);
@@ -165,6 +173,7 @@ kernel __attribute__((reqd_work_group_size(FA_THREADS, 1, 1))) void attention_mm
     /* the two rows of this lane (g and g + 8 of the warp's 16): positions and first keys seen;
      * rows past the batch repeat its last query (computed, never stored) */
     int pos[2], first[2];
+    FA_UNROLL
     for (int r = 0; r < 2; r++) {
         pos[r] = pos0 + t0 + min(16 * warp + g + 8 * r, n_q - 1);
         first[r] = window > 0 && pos[r] + 1 > window ? pos[r] + 1 - window : 0;
@@ -178,6 +187,7 @@ kernel __attribute__((reqd_work_group_size(FA_THREADS, 1, 1))) void attention_mm
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     uint qa[FA_D / 16][4];
+    FA_UNROLL
     for (int s = 0; s < FA_D / 16; s++) {
         local const uint *r = tiles + (16 * warp + g) * FA_QS + 8 * s + t;
         const bool in = s < dk / 16;
@@ -192,7 +202,9 @@ kernel __attribute__((reqd_work_group_size(FA_THREADS, 1, 1))) void attention_mm
     const size_t k_row = kv_bytes(k_width, k_q8), v_row = kv_bytes(v_width, v_q8);
     local uint *kl = tiles, *vt = tiles + FA_KB * FA_QS;
     float o[FA_D / 8][4];
+    FA_UNROLL
     for (int i = 0; i < FA_D / 8; i++)
+        FA_UNROLL
         for (int e = 0; e < 4; e++)
             o[i][e] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* l: this lane's part of the row's sum */
@@ -203,9 +215,12 @@ kernel __attribute__((reqd_work_group_size(FA_THREADS, 1, 1))) void attention_mm
 
         /* S: block j holds keys 8j .. 8j + 7; element e row g + 8 (e / 2), key 8j + 2t + e % 2 */
         float s[FA_KB / 8][4];
+        FA_UNROLL
         for (int j = 0; j < FA_KB / 8; j++) {
+            FA_UNROLL
             for (int e = 0; e < 4; e++)
                 s[j][e] = 0.0f;
+            FA_UNROLL
             for (int st = 0; st < FA_D / 16; st++)
                 if (st < dk / 16) {
                     local const uint *kr = kl + (8 * j + g) * FA_QS + 8 * st + t;
@@ -214,7 +229,9 @@ kernel __attribute__((reqd_work_group_size(FA_THREADS, 1, 1))) void attention_mm
                 }
         }
         float mx[2] = {-INFINITY, -INFINITY};
+        FA_UNROLL
         for (int j = 0; j < FA_KB / 8; j++)
+            FA_UNROLL
             for (int e = 0; e < 4; e++) {
                 const int r = e >> 1, key = c0 + 8 * j + 2 * t + (e & 1);
                 const bool seen = key < hi && key <= pos[r] && key >= first[r];
@@ -222,25 +239,32 @@ kernel __attribute__((reqd_work_group_size(FA_THREADS, 1, 1))) void attention_mm
                 mx[r] = fmax(mx[r], s[j][e]);
             }
         float corr[2];
+        FA_UNROLL
         for (int r = 0; r < 2; r++) {
             const float m_new = fmax(m[r], quad_reduce(mx[r], true, scr));
             corr[r] = m_new == -INFINITY ? 1.0f : native_exp2(m[r] - m_new); /* 0 while m = -inf */
             m[r] = m_new;
         }
         float part[2] = {0.0f, 0.0f};
+        FA_UNROLL
         for (int j = 0; j < FA_KB / 8; j++)
+            FA_UNROLL
             for (int e = 0; e < 4; e++) { /* a row with nothing seen yet keeps m = -inf and p = 0 */
                 const int r = e >> 1;
                 s[j][e] = s[j][e] == -INFINITY ? 0.0f : native_exp2(s[j][e] - m[r]);
                 part[r] += s[j][e];
             }
+        FA_UNROLL
         for (int r = 0; r < 2; r++)
             l[r] = l[r] * corr[r] + part[r];
+        FA_UNROLL
         for (int i = 0; i < FA_D / 8; i++)
+            FA_UNROLL
             for (int e = 0; e < 4; e++)
                 o[i][e] *= corr[e >> 1];
 
         /* O += P V over 16 keys at a time: S's blocks 2ks and 2ks + 1 are P's A fragment */
+        FA_UNROLL
         for (int ks = 0; ks < FA_KB / 16; ks++) {
 #ifdef TERN_WRONG_MMA_ATT /* tests of the self-test: P's fragment registers swapped */
             const uint pa[4] = {pack_half2(s[2 * ks + 1][0], s[2 * ks + 1][1]),
@@ -251,6 +275,7 @@ kernel __attribute__((reqd_work_group_size(FA_THREADS, 1, 1))) void attention_mm
                                 pack_half2(s[2 * ks + 1][0], s[2 * ks + 1][1]),
                                 pack_half2(s[2 * ks + 1][2], s[2 * ks + 1][3])};
 #endif
+            FA_UNROLL
             for (int i = 0; i < FA_D / 8; i++)
                 if (i < dv / 8) {
                     local const uint *vr = vt + (8 * i + g) * FA_VS + 8 * ks + t;
@@ -260,6 +285,7 @@ kernel __attribute__((reqd_work_group_size(FA_THREADS, 1, 1))) void attention_mm
         }
     }
 
+    FA_UNROLL
     for (int r = 0; r < 2; r++) {
         const float sum = quad_reduce(l[r], false, scr);
         const int row = 16 * warp + g + 8 * r;
@@ -267,6 +293,7 @@ kernel __attribute__((reqd_work_group_size(FA_THREADS, 1, 1))) void attention_mm
             continue;
         const float inv = 1.0f / sum;
         global float *dst = out + ((size_t)(t0 + row) * (size_t)n_head + (size_t)h) * (size_t)dv;
+        FA_UNROLL
         for (int i = 0; i < FA_D / 8; i++)
             if (i < dv / 8) {
                 dst[8 * i + 2 * t] = o[i][2 * r] * inv;

@@ -70,7 +70,8 @@ static int verdict_load(const tern_cl *cl) {
     got[n] = '\0';
     const int len = snprintf(want, sizeof want, "%s\n%s\n", VERDICT_MAGIC, cl->cache_key);
     if (len >= (int)sizeof want || n != (size_t)len + 3 || memcmp(got, want, (size_t)len) != 0 ||
-        got[n - 1] != '\n' || (got[len] != '0' && got[len] != '1') || (got[len + 1] != '0' && got[len + 1] != '1'))
+        got[n - 1] != '\n' || (got[len] != '0' && got[len] != '1') ||
+        (got[len + 1] != '0' && got[len + 1] != '1'))
         return -1;
     return (got[len] - '0') + 2 * (got[len + 1] - '0');
 }
@@ -84,7 +85,8 @@ static void verdict_store(const tern_cl *cl, bool passed, bool att_passed) {
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return;
-    const bool ok = fprintf(f, "%s\n%s\n%d%d\n", VERDICT_MAGIC, cl->cache_key, passed ? 1 : 0, att_passed ? 1 : 0) > 0;
+    const bool ok =
+        fprintf(f, "%s\n%s\n%d%d\n", VERDICT_MAGIC, cl->cache_key, passed ? 1 : 0, att_passed ? 1 : 0) > 0;
     if (fclose(f) != 0 || !ok || rename(tmp, path) != 0)
         remove(tmp);
 }
