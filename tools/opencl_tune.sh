@@ -51,18 +51,36 @@ grep -h "^| t=" "$OUT/decode_profile.log" "$OUT/prefill_clblast.log" "$OUT/prefi
 
 # Registers, stack and spills per kernel, as NVIDIA's assembler makes them of the driver's PTX
 # (on NVIDIA the program binary the cache keeps is PTX text): a kernel that spills, or keeps an
-# array in a stack frame (a register array indexed at run time), is slow for that alone.
-entry=$(ls -t "${XDG_CACHE_HOME:-$HOME/.cache}"/tern/opencl-*.bin 2>/dev/null | head -1)
-if command -v ptxas >/dev/null && command -v python3 >/dev/null && [ -n "$entry" ] && grep -q "^\.target sm_" "$entry"; then
+# array in a stack frame (a register array indexed at run time), is slow for that alone; so is
+# a function the kernels call instead of having it inlined ("Function properties for" a name
+# without a kernel's). ptx_report NAME: of the newest cache entry, into $OUT/NAME.log.
+ptx_report() {
+    local entry
+    entry=$(ls -t "${XDG_CACHE_HOME:-$HOME/.cache}"/tern/opencl-*.bin 2>/dev/null | head -1)
+    command -v ptxas >/dev/null && command -v python3 >/dev/null && [ -n "$entry" ] &&
+        grep -q "^\.target sm_" "$entry" || return 0
     python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); open(sys.argv[2], "wb").write(d[d.find(b".version"):d.rfind(b"}") + 1])' \
-        "$entry" "$OUT/program.ptx"
-    arch=$(sed -n 's/^\.target \(sm_[0-9a-z]*\).*/\1/p' "$OUT/program.ptx" | head -1)
-    step ptxas ptxas -arch="$arch" -v "$OUT/program.ptx" -o /dev/null
+        "$entry" "$OUT/$1.ptx"
+    local arch
+    arch=$(sed -n 's/^\.target \(sm_[0-9a-z]*\).*/\1/p' "$OUT/$1.ptx" | head -1)
+    step "$1" ptxas -arch="$arch" -v "$OUT/$1.ptx" -o /dev/null
     awk '/Compiling entry function/ { k = $0; sub(/.*function ./, "", k); sub(/. for.*/, "", k); frame = "" }
+         /Function properties for/ { f = $0; sub(/.*for /, "", f); if (f != k) print "   function " f " (not inlined)" }
          /bytes stack frame/ { frame = $0; sub(/^ */, "", frame) }
          /Used [0-9]+ registers/ && k ~ /mma|attention|matvec_(res_)?q[46]_k|matvec3_(rope_)?q4_k|matvec_glu_q4_k/ {
-             u = $0; sub(/.*Used/, "Used", u); print "   " k ": " u "; " frame }' "$OUT/ptxas.log"
-fi
+             u = $0; sub(/.*Used/, "Used", u); print "   " k ": " u "; " frame }' "$OUT/$1.log" | sort -u
+}
+ptx_report ptxas
+
+# The typed bodies inlined into every kernel (INLINE=1) against the compiler's choice, decode
+# and prefill, and its registers.
+for o in -DINLINE=1 -DINLINE=0; do
+    step "inline$o" env TERN_OPENCL_OPTIONS="$o" "$TERN" bench -m "$MODEL" --backend opencl -p 16 -n 128 -r 2
+    grep -h "^| t=" "$OUT/inline$o.log" | tail -1 | sed 's/^/   /'
+    step "inline_prefill$o" env TERN_OPENCL_OPTIONS="$o" "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 4 -r 2
+    grep -h "^| t=" "$OUT/inline_prefill$o.log" | tail -1 | sed 's/^/   /'
+    [ "$o" = -DINLINE=1 ] && ptx_report ptxas_inline
+done
 
 step kbench "$TERN" kbench --isa opencl --full
 grep -E "^\| \| opencl \|" "$OUT/kbench.log" | sed 's/^/   /'

@@ -157,6 +157,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
          * attention_tiled) for comparisons */
         {"FA_WARPS", &t->fa_warps, 4, true, 1, 8},
         {"MMA_ATT", &t->mma_att, 1, false, 0, 1},
+        /* the typed bodies inlined into every kernel (common.cl), for comparisons on a GPU */
+        {"INLINE", &t->inline_typed, 0, false, 0, 1},
     };
     size_t used = 0;
     defines[0] = '\0';

@@ -56,6 +56,21 @@ typedef char tern_check_q8_0[sizeof(tern_block_q8_0) == 34 ? 1 : -1];
 
 #define PIECE 32
 
+/* INLINE 1: every function that takes a weight type (the unpacking, the products' bodies) is
+ * inlined into each kernel that calls it (always_inline), so that in each kernel the type is a
+ * constant: its switches fold, its loops get constant trip counts and its arrays can stay in
+ * registers. 0 leaves it to the compiler, which may keep a large body shared by many kernels
+ * (matmul_mma, matvec_sums: clang does, for nvptx64 too) as one function called with the type
+ * at run time. 0 by default until measured on a GPU (tools/opencl_tune.sh). */
+#ifndef INLINE
+#define INLINE 0
+#endif
+#if INLINE
+#define TYPED static inline __attribute__((always_inline))
+#else
+#define TYPED static inline
+#endif
+
 /* DOT8: how decode products over quantized weights multiply. 0: in f32, levels converted to
  * floats. Otherwise x is first rounded to 8 bits per block of 32 (quantize_x8) and levels times
  * x are summed in integers:
@@ -192,7 +207,7 @@ static inline void nibbles32(const uint4 w, const uint4 high5, uint4 *lo, uint4 
 /* Loads of piece p of a row. Alignment: K-quant and Q4_1/Q5_1 blocks are 16- or 4-byte
  * aligned in every row (row bytes are multiples of 144, 176, 20, 24); Q6_K, Q4_0, Q5_0 and Q8_0
  * blocks only 2-byte aligned, so their words are read as ushorts. */
-static inline piece_raw load_piece(const int type, global const uchar *row, const int p) {
+TYPED piece_raw load_piece(const int type, global const uchar *row, const int p) {
     piece_raw r;
     r.a = r.b = r.c = (uint4)0;
     r.d = r.m = 0.0f;
@@ -268,7 +283,7 @@ static inline piece_raw load_piece(const int type, global const uchar *row, cons
 /* The levels of a loaded piece of a quantized type as 32 unsigned bytes (lo: levels 0..15, hi:
  * 16..31, run after run), and per run its zero, scale and addend (see the top of this file). The
  * type is a compile-time constant in every caller, so the switch folds away. */
-static inline void piece_levels(const int type, const piece_raw r, const int p, uint4 *lo, uint4 *hi,
+TYPED void piece_levels(const int type, const piece_raw r, const int p, uint4 *lo, uint4 *hi,
                                 float *z, float *s, float *a) {
     switch (type) {
     case T_Q4_K:
@@ -336,7 +351,7 @@ static inline bool is_float_type(const int type) {
 
 /* The levels of a loaded piece as floats in q (F32, F16, BF16: the values themselves, with zero
  * 0, scale 1 and addend -0). */
-static inline void unpack_raw(const int type, const piece_raw r, const int p, float *q, float *z, float *s,
+TYPED void unpack_raw(const int type, const piece_raw r, const int p, float *q, float *z, float *s,
                               float *a) {
     switch (type) {
     case T_F16:
@@ -366,7 +381,7 @@ static inline void unpack_raw(const int type, const piece_raw r, const int p, fl
 }
 
 /* Both steps at once, for the kernels that read one row at a time. */
-static inline void unpack(const int type, global const uchar *row, const int p, float *q, float *z, float *s,
+TYPED void unpack(const int type, global const uchar *row, const int p, float *q, float *z, float *s,
                           float *a) {
     unpack_raw(type, load_piece(type, row, p), p, q, z, s, a);
 }

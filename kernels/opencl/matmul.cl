@@ -28,7 +28,7 @@
 #endif
 #define MM_THREADS ((MM_TN / MM_WN) * (MM_TM / MM_WM))
 
-static inline void matmul(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+TYPED void matmul(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                           const int k, global const float *x, const int m, global float *y, const int y_stride,
                           local float *wl, local float *xl) {
     const int lid = get_local_id(0);
@@ -81,7 +81,7 @@ static inline void matmul(const int type, global const uchar *w, const ulong row
     }
 }
 
-static inline void dequant(const int type, global const uchar *w, const ulong row_bytes, const int k,
+TYPED void dequant(const int type, global const uchar *w, const ulong row_bytes, const int k,
                            global const int *ids, const int use_ids, const int row_first, const float scale,
                            global float *out, const int out_row) {
 #pragma OPENCL FP_CONTRACT OFF

@@ -80,7 +80,7 @@ static inline uint pack_half2(const float lo, const float hi) {
 /* The global loads of piece p: this work-item's weight rows (raw, unpacked after the products of
  * the piece before) and its float4s of activations (4 columns of a token). Rows and tokens past
  * the end repeat the last one (never stored). */
-static inline void mma_load(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+TYPED void mma_load(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                             const int k, global const float *x, const int m, const int row0, const int tok0,
                             const int p, piece_raw *wr, float4 *xr) {
     const int lid = get_local_id(0), run_len = PIECE / piece_runs(type);
@@ -97,7 +97,7 @@ static inline void mma_load(const int type, global const uchar *w, const ulong r
 }
 
 /* The loaded piece p into the tiles: weights dequantized as the reference does, then rounded. */
-static inline void mma_store(const int type, const int p, const piece_raw *wr, const float4 *xr, local uint *wl,
+TYPED void mma_store(const int type, const int p, const piece_raw *wr, const float4 *xr, local uint *wl,
                              local uint *xl) {
     const int lid = get_local_id(0), runs = piece_runs(type), run_len = PIECE / runs;
     for (int j = 0; j < MMA_WROWS; j++) {
@@ -181,7 +181,7 @@ static inline void mma_piece(float acc[MMA_FN][MMA_FM][4], local const uint *wl,
     }
 }
 
-static inline void matmul_mma(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                               const int k, global const float *x, const int m, global float *y, const int y_stride,
                               local uint *wl, local uint *xl) {
     const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32;

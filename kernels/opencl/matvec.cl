@@ -50,7 +50,7 @@ static inline float warp_sum(float v) {
 
 /* Adds the products of this work-item's pieces of rows row0 .. row0 + MV_ROWS - 1 with x (f32,
  * k per token) to acc, in f32. */
-static inline void sums_f32(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+TYPED void sums_f32(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                             const int k, global const float *x, const int row0, float *acc) {
     const int runs = piece_runs(type), run_len = PIECE / runs, n_pieces = k / PIECE;
     x += (size_t)get_group_id(1) * (size_t)k;
@@ -89,7 +89,7 @@ static inline void sums_f32(const int type, global const uchar *w, const ulong r
  * bytes per dot4, then scaled once per run. Each run of a piece lies in one block of 32 of x.
  * (Loading two pieces of every row before the arithmetic, for more bytes in flight, measured
  * slower on an H200: docs/benchmarks.md.) */
-static inline void sums_x8(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+TYPED void sums_x8(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                            const int k, global const uchar *xq, const int row0, float *acc) {
     const int runs = piece_runs(type), words = 8 / runs, n_pieces = k / PIECE;
     const size_t tok = get_group_id(1), m = get_num_groups(1);
@@ -138,7 +138,7 @@ static inline void sums_x8(const int type, global const uchar *w, const ulong ro
 /* The sums of rows group * MV_ROWS + j of token get_group_id(1) in red[j * MV_WGS], visible to
  * every work-item on return. x is f32, or quantize_x8's output where DOT8 is on and the weights
  * are quantized. */
-static inline void matvec_sums(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                                const int k, global const float *x, local float *red, const int group) {
     const int lid = get_local_id(0), row0 = group * MV_ROWS;
     float acc[MV_ROWS];
@@ -179,7 +179,7 @@ static inline void matvec_sums(const int type, global const uchar *w, const ulon
 #endif
 }
 
-static inline void matvec(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+TYPED void matvec(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                           const int k, global const float *x, global float *y, const int y_stride,
                           local float *red, const int group) {
     matvec_sums(type, w, row_bytes, n_rows, k, x, red, group);
@@ -239,7 +239,7 @@ static inline void glu_block_x8(global const float *out, const int n_rows, globa
  * w1, then w2; global size (sum of ceil(rows_i / MV_ROWS)) * MV_WGS. matvec3 runs this group's
  * rows and says which matrix they were of and the group's index within it (fused.cl's
  * matvec3_rope goes on from there). */
-static inline int matvec3(const int type, global const uchar *w0, global const uchar *w1, global const uchar *w2,
+TYPED int matvec3(const int type, global const uchar *w0, global const uchar *w1, global const uchar *w2,
                           const ulong row_bytes, const int rows0, const int rows1, const int rows2, const int k,
                           global const float *x, global float *y0, global float *y1, global float *y2,
                           local float *red, int *group) {

@@ -2,7 +2,8 @@
 # The OpenCL program as NVIDIA GPUs build it, compiled here by clang for nvptx64: CI has no NVIDIA
 # driver, and PoCL never compiles the inline-PTX paths (DOT8=2, MV_SHFL=1, SYNC=2, MMA=2), so
 # without this a mistake there would show first on a GPU. Checks that
-#  - the program compiles with NVIDIA's defaults (the tunables' values on an NVIDIA GPU);
+#  - the program compiles with NVIDIA's defaults (the tunables' values on an NVIDIA GPU), and
+#    with INLINE=1, where no function that takes a weight type may be left as a function;
 #  - attention_mma carries its instructions (mma.sync, shfl.sync) and keeps its fragments and
 #    accumulators in registers: no local-memory depot, which a loop over a register array that
 #    the compiler does not unroll puts there (a silent slowdown; its loops say #pragma unroll);
@@ -29,6 +30,14 @@ if ! clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-head
     fail "the program does not compile for nvptx64 with NVIDIA's defaults"
 else
     ok "the program compiles for nvptx64 with NVIDIA's defaults (files: $(echo $files | wc -w))"
+fi
+if clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ $defaults \
+    -DINLINE=1 -O3 -S -o "$tmp/inline.ptx" "$tmp/program.cl" >"$tmp/clang.log" 2>&1 &&
+    ! grep -Eq "^\.func +(\(.*\) +)?(matvec_sums|matmul_mma|matmul|unpack_raw)\(" "$tmp/inline.ptx"; then
+    ok "with INLINE=1 too, and no function that takes a weight type is left uninlined"
+else
+    cat "$tmp/clang.log"
+    fail "INLINE=1: it does not compile for nvptx64, or a typed function is still called"
 fi
 # kernel_lines NAME: the PTX of one kernel
 kernel_lines() { awk -v k=".entry $1(" 'index($0, k) == 1 { on = 1 } on { print } on && /^}/ { exit }' "$tmp/program.ptx"; }
