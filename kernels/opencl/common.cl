@@ -284,7 +284,7 @@ TYPED piece_raw load_piece(const int type, global const uchar *row, const int p)
  * 16..31, run after run), and per run its zero, scale and addend (see the top of this file). The
  * type is a compile-time constant in every caller, so the switch folds away. */
 TYPED void piece_levels(const int type, const piece_raw r, const int p, uint4 *lo, uint4 *hi,
-                                float *z, float *s, float *a) {
+                        float *z, float *s, float *a) {
     switch (type) {
     case T_Q4_K:
     case T_Q5_K: {
@@ -352,7 +352,7 @@ static inline bool is_float_type(const int type) {
 /* The levels of a loaded piece as floats in q (F32, F16, BF16: the values themselves, with zero
  * 0, scale 1 and addend -0). */
 TYPED void unpack_raw(const int type, const piece_raw r, const int p, float *q, float *z, float *s,
-                              float *a) {
+                      float *a) {
     switch (type) {
     case T_F16:
         for (int i = 0; i < PIECE; i += 4)
@@ -382,7 +382,7 @@ TYPED void unpack_raw(const int type, const piece_raw r, const int p, float *q, 
 
 /* Both steps at once, for the kernels that read one row at a time. */
 TYPED void unpack(const int type, global const uchar *row, const int p, float *q, float *z, float *s,
-                          float *a) {
+                  float *a) {
     unpack_raw(type, load_piece(type, row, p), p, q, z, s, a);
 }
 

@@ -29,8 +29,8 @@
 #define MM_THREADS ((MM_TN / MM_WN) * (MM_TM / MM_WM))
 
 TYPED void matmul(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                          const int k, global const float *x, const int m, global float *y, const int y_stride,
-                          local float *wl, local float *xl) {
+                  const int k, global const float *x, const int m, global float *y, const int y_stride,
+                  local float *wl, local float *xl) {
     const int lid = get_local_id(0);
     const int tn = lid % (MM_TN / MM_WN), tm = lid / (MM_TN / MM_WN);
     const int row0 = get_group_id(0) * MM_TN, tok0 = get_group_id(1) * MM_TM;
@@ -82,8 +82,8 @@ TYPED void matmul(const int type, global const uchar *w, const ulong row_bytes, 
 }
 
 TYPED void dequant(const int type, global const uchar *w, const ulong row_bytes, const int k,
-                           global const int *ids, const int use_ids, const int row_first, const float scale,
-                           global float *out, const int out_row) {
+                   global const int *ids, const int use_ids, const int row_first, const float scale,
+                   global float *out, const int out_row) {
 #pragma OPENCL FP_CONTRACT OFF
     const int p = get_global_id(0), i = get_global_id(1);
     if (p >= k / PIECE)

@@ -81,8 +81,8 @@ static inline uint pack_half2(const float lo, const float hi) {
  * the piece before) and its float4s of activations (4 columns of a token). Rows and tokens past
  * the end repeat the last one (never stored). */
 TYPED void mma_load(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                            const int k, global const float *x, const int m, const int row0, const int tok0,
-                            const int p, piece_raw *wr, float4 *xr) {
+                    const int k, global const float *x, const int m, const int row0, const int tok0,
+                    const int p, piece_raw *wr, float4 *xr) {
     const int lid = get_local_id(0), run_len = PIECE / piece_runs(type);
     for (int j = 0; j < MMA_WROWS; j++) {
         const int e = min(lid + j * MMA_THREADS, MMA_TN - 1);
@@ -98,7 +98,7 @@ TYPED void mma_load(const int type, global const uchar *w, const ulong row_bytes
 
 /* The loaded piece p into the tiles: weights dequantized as the reference does, then rounded. */
 TYPED void mma_store(const int type, const int p, const piece_raw *wr, const float4 *xr, local uint *wl,
-                             local uint *xl) {
+                     local uint *xl) {
     const int lid = get_local_id(0), runs = piece_runs(type), run_len = PIECE / runs;
     for (int j = 0; j < MMA_WROWS; j++) {
         const int e = lid + j * MMA_THREADS;
@@ -182,8 +182,8 @@ static inline void mma_piece(float acc[MMA_FN][MMA_FM][4], local const uint *wl,
 }
 
 TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                              const int k, global const float *x, const int m, global float *y, const int y_stride,
-                              local uint *wl, local uint *xl) {
+                      const int k, global const float *x, const int m, global float *y, const int y_stride,
+                      local uint *wl, local uint *xl) {
     const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32;
     const int g = lane / 4, t = lane % 4;
     const int warp_row = (warp % (MMA_TN / MMA_WN)) * MMA_WN, warp_tok = (warp / (MMA_TN / MMA_WN)) * MMA_WM;

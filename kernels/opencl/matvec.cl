@@ -51,7 +51,7 @@ static inline float warp_sum(float v) {
 /* Adds the products of this work-item's pieces of rows row0 .. row0 + MV_ROWS - 1 with x (f32,
  * k per token) to acc, in f32. */
 TYPED void sums_f32(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                            const int k, global const float *x, const int row0, float *acc) {
+                    const int k, global const float *x, const int row0, float *acc) {
     const int runs = piece_runs(type), run_len = PIECE / runs, n_pieces = k / PIECE;
     x += (size_t)get_group_id(1) * (size_t)k;
     for (int p = get_local_id(0); p < n_pieces; p += MV_WGS) {
@@ -90,7 +90,7 @@ TYPED void sums_f32(const int type, global const uchar *w, const ulong row_bytes
  * (Loading two pieces of every row before the arithmetic, for more bytes in flight, measured
  * slower on an H200: docs/benchmarks.md.) */
 TYPED void sums_x8(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                           const int k, global const uchar *xq, const int row0, float *acc) {
+                   const int k, global const uchar *xq, const int row0, float *acc) {
     const int runs = piece_runs(type), words = 8 / runs, n_pieces = k / PIECE;
     const size_t tok = get_group_id(1), m = get_num_groups(1);
     global const half *xd = (global const half *)(xq + m * (size_t)k) + tok * (size_t)(k / 32);
@@ -139,7 +139,7 @@ TYPED void sums_x8(const int type, global const uchar *w, const ulong row_bytes,
  * every work-item on return. x is f32, or quantize_x8's output where DOT8 is on and the weights
  * are quantized. */
 TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                               const int k, global const float *x, local float *red, const int group) {
+                       const int k, global const float *x, local float *red, const int group) {
     const int lid = get_local_id(0), row0 = group * MV_ROWS;
     float acc[MV_ROWS];
     for (int j = 0; j < MV_ROWS; j++)
@@ -180,8 +180,8 @@ TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_by
 }
 
 TYPED void matvec(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                          const int k, global const float *x, global float *y, const int y_stride,
-                          local float *red, const int group) {
+                  const int k, global const float *x, global float *y, const int y_stride,
+                  local float *red, const int group) {
     matvec_sums(type, w, row_bytes, n_rows, k, x, red, group);
     const int lid = get_local_id(0), row0 = group * MV_ROWS;
     if (lid < MV_ROWS && row0 + lid < n_rows)
@@ -240,9 +240,9 @@ static inline void glu_block_x8(global const float *out, const int n_rows, globa
  * rows and says which matrix they were of and the group's index within it (fused.cl's
  * matvec3_rope goes on from there). */
 TYPED int matvec3(const int type, global const uchar *w0, global const uchar *w1, global const uchar *w2,
-                          const ulong row_bytes, const int rows0, const int rows1, const int rows2, const int k,
-                          global const float *x, global float *y0, global float *y1, global float *y2,
-                          local float *red, int *group) {
+                  const ulong row_bytes, const int rows0, const int rows1, const int rows2, const int k,
+                  global const float *x, global float *y0, global float *y1, global float *y2,
+                  local float *red, int *group) {
     const int g = get_group_id(0), g0 = (rows0 + MV_ROWS - 1) / MV_ROWS, g1 = (rows1 + MV_ROWS - 1) / MV_ROWS;
     /* the matrix is picked first and matvec called once, outside any branch: its barriers must be
      * reached by every work-item of the group (PoCL miscompiled the branchy form) */
