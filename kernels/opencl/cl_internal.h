@@ -68,7 +68,7 @@ typedef struct tern_cl_tunables {
     int norm_wgs, ew_wgs;           /* ops.cl */
     int att_wgs, att_max_d, att_tq; /* attention.cl */
     int mma;                        /* matmul_mma.cl's MMA: 0 not built, 1 portable, 2 mma.sync */
-    int mma_tn, mma_tm, mma_wn, mma_wm;
+    int mma_tn, mma_tm, mma_wn, mma_wm, mma_split;
     int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */
     int res_max;      /* matvec_res for residuals up to this wide (host only) */
     int att_span_min; /* decode attention's fewest keys per span (host only) */

@@ -141,6 +141,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         {"MMA_TM", &t->mma_tm, 64, false, 8, BIG},
         {"MMA_WN", &t->mma_wn, 32, false, 16, BIG},
         {"MMA_WM", &t->mma_wm, 32, false, 8, BIG},
+        /* work-items per weight row in the tile's unpacking (1, 2 or 4): unmeasured on a GPU */
+        {"MMA_SPLIT", &t->mma_split, 1, true, 1, 4},
         /* the last work-group runs the next op (common.cl): with PTX's fence on NVIDIA, with
          * mem_fence on CPU devices (PoCL, where the tests run); other GPUs keep separate launches
          * until measured there */

@@ -60,8 +60,16 @@
 #define MMA_STRIDE 20
 #define MMA_FN (MMA_WN / 16) /* 16-row blocks of a warp */
 #define MMA_FM (MMA_WM / 8)  /* 8-token blocks of a warp */
-/* what one work-item loads per piece: rows of weights, float4s of activations */
-#define MMA_WROWS ((MMA_TN + MMA_THREADS - 1) / MMA_THREADS)
+/* MMA_SPLIT: work-items per weight row of the tile in the unpacking (1, 2 or 4), each taking
+ * MMA_PART consecutive elements of the piece. With 1 and more work-items than rows (the default
+ * tile: 128 rows, 256 work-items) half the work-items unpack no weights while the other half
+ * unpack them all, and every warp's products wait at the barrier for that half. */
+#ifndef MMA_SPLIT
+#define MMA_SPLIT 1
+#endif
+#define MMA_PART (PIECE / MMA_SPLIT)
+/* what one work-item loads per piece: (parts of) rows of weights, float4s of activations */
+#define MMA_WROWS ((MMA_TN * MMA_SPLIT + MMA_THREADS - 1) / MMA_THREADS)
 #define MMA_XV ((MMA_TM * (PIECE / 4) + MMA_THREADS - 1) / MMA_THREADS)
 
 /* lo and hi rounded to f16 (to nearest even), lo in the low half. */
@@ -85,7 +93,7 @@ TYPED void mma_load(const int type, global const uchar *w, const ulong row_bytes
                     const int p, piece_raw *wr, float4 *xr) {
     const int lid = get_local_id(0), run_len = PIECE / piece_runs(type);
     for (int j = 0; j < MMA_WROWS; j++) {
-        const int e = min(lid + j * MMA_THREADS, MMA_TN - 1);
+        const int e = min(lid + j * MMA_THREADS, MMA_TN * MMA_SPLIT - 1) / MMA_SPLIT;
         wr[j] = load_piece(type, w + (ulong)min(row0 + e, n_rows - 1) * row_bytes, p);
     }
     for (int j = 0; j < MMA_XV; j++) {
@@ -96,22 +104,71 @@ TYPED void mma_load(const int type, global const uchar *w, const ulong row_bytes
     }
 }
 
+#if MMA_SPLIT > 1
+/* v[i] for a run index i known only at run time, without indexing the array by it (an array
+ * indexed at run time leaves registers for memory). */
+static inline float pick4(const float *v, const int i) {
+    return i == 0 ? v[0] : i == 1 ? v[1] : i == 2 ? v[2] : v[3];
+}
+
+/* Elements part MMA_PART .. part MMA_PART + MMA_PART - 1 of a loaded piece p, dequantized as
+ * unpack_raw and the reference do, rounded to f16 pairs in h. */
+TYPED void mma_part_halves(const int type, const piece_raw r, const int p, const int part, uint *h) {
+    const int first = part * MMA_PART, run_len = PIECE / piece_runs(type);
+    float q[MMA_PART], z[4], s[4], a[4];
+    if (is_float_type(type)) {
+        const int at = PIECE * p + first;
+        for (int i = 0; i < MMA_PART; i++)
+            q[i] = type == T_F16    ? vload_half(at + i, (global const half *)r.row)
+                   : type == T_BF16 ? as_float((uint)((global const ushort *)r.row)[at + i] << 16)
+                                    : ((global const float *)r.row)[at + i];
+        set_run(z, s, a, 0, 0.0f, 1.0f, -0.0f);
+    } else {
+        uint4 lo, hi;
+        piece_levels(type, r, p, &lo, &hi, z, s, a);
+#if MMA_SPLIT == 2
+        const uint4 w = part ? hi : lo;
+        vstore4(bytes_f4(w.x), 0, q);
+        vstore4(bytes_f4(w.y), 1, q);
+        vstore4(bytes_f4(w.z), 2, q);
+        vstore4(bytes_f4(w.w), 3, q);
+#else
+        const uint4 half_levels = part >= 2 ? hi : lo;
+        const uint2 w = (part & 1) ? half_levels.zw : half_levels.xy;
+        vstore4(bytes_f4(w.x), 0, q);
+        vstore4(bytes_f4(w.y), 1, q);
+#endif
+    }
+    for (int i = 0; i < MMA_PART; i += 2) { /* runs are 8 or more elements: a pair is in one */
+        const int run = (first + i) / run_len;
+        const float zr = pick4(z, run), sr = pick4(s, run), ar = pick4(a, run);
+        h[i / 2] = pack_half2((q[i] - zr) * sr + ar, (q[i + 1] - zr) * sr + ar);
+    }
+}
+#endif
+
 /* The loaded piece p into the tiles: weights dequantized as the reference does, then rounded. */
 TYPED void mma_store(const int type, const int p, const piece_raw *wr, const float4 *xr, local uint *wl,
                      local uint *xl) {
-    const int lid = get_local_id(0), runs = piece_runs(type), run_len = PIECE / runs;
+    const int lid = get_local_id(0);
     for (int j = 0; j < MMA_WROWS; j++) {
         const int e = lid + j * MMA_THREADS;
-        if (e >= MMA_TN)
+        if (e >= MMA_TN * MMA_SPLIT)
             break;
+        uint h[MMA_PART / 2];
+#if MMA_SPLIT == 1
+        const int runs = piece_runs(type), run_len = PIECE / runs;
         float q[PIECE], z[4], s[4], a[4];
-        uint h[PIECE / 2];
         unpack_raw(type, wr[j], p, q, z, s, a);
         for (int r = 0; r < runs; r++)
             for (int i = r * run_len; i < (r + 1) * run_len; i += 2)
                 h[i / 2] = pack_half2((q[i] - z[r]) * s[r] + a[r], (q[i + 1] - z[r]) * s[r] + a[r]);
-        local uint4 *dst = (local uint4 *)(wl + e * MMA_STRIDE); /* 80-byte rows: 16-byte aligned */
-        for (int i = 0; i < PIECE / 8; i++)
+#else
+        mma_part_halves(type, wr[j], p, e % MMA_SPLIT, h);
+#endif
+        /* 80-byte rows, parts of 32 or 16 bytes: 16-byte aligned */
+        local uint4 *dst = (local uint4 *)(wl + (e / MMA_SPLIT) * MMA_STRIDE + (e % MMA_SPLIT) * (MMA_PART / 2));
+        for (int i = 0; i < MMA_PART / 8; i++)
             dst[i] = vload4(i, h);
     }
     for (int j = 0; j < MMA_XV; j++) {
