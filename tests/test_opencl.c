@@ -1197,7 +1197,7 @@ static void test_mma_products(void **state) {
 static void test_mma_attention(void **state) {
     (void)state;
     tern_cl *cl = open_mma(TERN_OPENCL_MMA_ON, "");
-    if (!tern_cl_mma_on(cl) || strstr(tern_cl_mma_state(cl), "attention"))
+    if (!tern_cl_mma_on(cl) || !tern_cl_mma_attention_on(cl) || strstr(tern_cl_mma_state(cl), "attention"))
         fail_msg("mma forced on: %s", tern_cl_mma_state(cl));
     check_kv_attention_heads(cl, 150, 50, 0, 128, 128, 1e-3f);
     check_kv_attention_heads(cl, 150, 50, 3, 64, 32, 1e-3f);
@@ -1230,6 +1230,7 @@ static void test_mma_fallbacks(void **state) {
     for (int pass = 0; pass < 2; pass++) {
         cl = open_mma(TERN_OPENCL_MMA_ON, "-DTERN_WRONG_MMA_ATT");
         assert_true(tern_cl_mma_on(cl));
+        assert_false(tern_cl_mma_attention_on(cl));
         if (!strstr(tern_cl_mma_state(cl), pass ? "prefill attention on tensor cores off: cached verdict"
                                                  : "prefill attention on tensor cores off: its self-test failed"))
             fail_msg("state: %s", tern_cl_mma_state(cl));

@@ -84,6 +84,10 @@ bool tern_cl_mma_on(const tern_cl *cl) {
     return cl->mma;
 }
 
+bool tern_cl_mma_attention_on(const tern_cl *cl) {
+    return cl->mma && cl->mma_att && cl->tune.mma_att;
+}
+
 const char *tern_cl_mma_state(const tern_cl *cl) {
     return cl->mma_state;
 }

@@ -137,7 +137,7 @@ bool tern_cl_attention_mma_fits(const tern_cl_attn_shape *s) {
 void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out) {
     const int64_t pos = s->pos0 + s->n_tokens - 1;
     const int64_t keys = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
-    if (s->n_tokens >= 16 && cl->mma_att && cl->tune.mma_att && tern_cl_attention_mma_fits(s)) {
+    if (s->n_tokens >= 16 && tern_cl_mma_attention_on(cl) && tern_cl_attention_mma_fits(s)) {
         tern_cl_attention_batch(cl, true, q, kc, vc, s, out);
         return;
     }

@@ -84,6 +84,9 @@ const char *tern_cl_gemm_name(const tern_cl *cl);
  * never tried (opencl.mma AUTO on a device without them). */
 bool tern_cl_mma_on(const tern_cl *cl);
 const char *tern_cl_mma_state(const tern_cl *cl);
+/* Whether prefill attention runs on them too (attention_mma: its own self-test passed, and
+ * MMA_ATT is not 0). */
+bool tern_cl_mma_attention_on(const tern_cl *cl);
 /* How decode products over quantized weights multiply (the DOT8 tunable): "f32", or x rounded
  * to 8 bits with "int8 portable" or "int8 dp4a" sums. */
 const char *tern_cl_products_name(const tern_cl *cl);
