@@ -1,6 +1,9 @@
 /*
  * The tensor-core prefill kernels (matmul_mma.cl, attention_mma.cl): whether they are used, and the
- * products' launch.
+ * launches of a prefill batch's products on them and of its attention (attention_mma, or
+ * attention_tiled where it is off: the self-test runs both, and the device set-up runs the
+ * self-test, so the launch lives here rather than in cl_ops.c, which would then join the files'
+ * cycle tests/sh/layers.py knows of).
  *
  * A program built with MMA != 0 has matmul_mma_<type> kernels, but a driver may compile inline
  * PTX it then runs wrongly, and the fragment layouts are easy to get wrong, so before any use a
@@ -44,6 +47,38 @@ void tern_cl_matmul_mma(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part
     const tern_cl_tunables *t = &cl->tune;
     tern_cl_gemm_launch(cl, cl->matmul_mma[w->type], cl->names[5][w->type], w, part, x, m, y, t->mma_tn, t->mma_tm,
                         (size_t)(32 * (t->mma_tn / t->mma_wn) * (t->mma_tm / t->mma_wm)));
+}
+
+/* A prefill batch's attention: attention_mma (tensor cores) or attention_tiled, whose work-groups
+ * take `per_group` queries with `local` work-items; queries of a group share their keys' loads. */
+void tern_cl_attention_batch(tern_cl *cl, bool mma, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s,
+                             cl_mem out) {
+    const int64_t pos = s->pos0 + s->n_tokens - 1; /* the longest key range: the last query's */
+    const int64_t keys = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
+    const cl_int p0 = (cl_int)s->pos0, nt = (cl_int)s->n_tokens, nh = (cl_int)s->n_head,
+                 nkv = (cl_int)s->n_head_kv, dk = (cl_int)s->head_dim_k, dv = (cl_int)s->head_dim_v,
+                 kw = (cl_int)s->k_width, vw = (cl_int)s->v_width, win = (cl_int)s->window;
+    const float scale = s->scale, cap = s->softcap;
+    const cl_int kq = s->k_q8, vq = s->v_q8;
+    const tern_cl_arg args[] = {TERN_CL_ARG(q),     TERN_CL_ARG(kc),  TERN_CL_ARG(vc),  TERN_CL_ARG(out),
+                                TERN_CL_ARG(p0),    TERN_CL_ARG(nt),  TERN_CL_ARG(nh),  TERN_CL_ARG(nkv),
+                                TERN_CL_ARG(dk),    TERN_CL_ARG(dv),  TERN_CL_ARG(kw),  TERN_CL_ARG(vw),
+                                TERN_CL_ARG(scale), TERN_CL_ARG(win), TERN_CL_ARG(cap), TERN_CL_ARG(kq),
+                                TERN_CL_ARG(vq)};
+    const int64_t per_group = mma ? 16 * cl->tune.fa_warps : cl->tune.att_tq;
+    const size_t local[2] = {mma ? 32 * (size_t)cl->tune.fa_warps : 4 * (size_t)per_group, 1};
+    const size_t global[2] = {(size_t)s->n_head * local[0], (size_t)((s->n_tokens + per_group - 1) / per_group)};
+    tern_cl_launch(cl, mma ? cl->attention_mma : cl->attention_tiled, mma ? "attention_mma" : "attention_tiled",
+                   17, args, 2, global, local,
+                   (uint64_t)(s->n_tokens / per_group + 1) * (uint64_t)(keys * (s->k_width + s->v_width)) * 2 /
+                       (uint64_t)(s->n_head / s->n_head_kv));
+}
+
+/* attention_mma's shapes: head sizes it holds in its tiles and fragments (keys by 16 dims, values
+ * by 8). */
+bool tern_cl_attention_mma_fits(const tern_cl_attn_shape *s) {
+    return s->head_dim_k % 16 == 0 && s->head_dim_v % 8 == 0 && s->head_dim_k <= TERN_CL_FA_D &&
+           s->head_dim_v <= TERN_CL_FA_D;
 }
 
 /* ---- the verdict cache ---- */
