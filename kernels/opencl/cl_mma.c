@@ -39,6 +39,10 @@
 /* The self-test's shape: one full tile of the defaults and a tail, in rows and in tokens. */
 enum { TEST_K = 512, TEST_ROWS = 131, TEST_TOKENS = 67, Q4_K_BLOCK = 144 };
 
+/* The attention self-test's shape: 70 queries (with the default 4 warps, a block of 64 and a
+ * tail) after 21 cached keys, 4 heads over 2 KV heads of 128. */
+enum { ATT_POS0 = 21, ATT_TOKENS = 70, ATT_HEADS = 4, ATT_KV_HEADS = 2, ATT_D = 128 };
+
 /* RMS of mma - portable over RMS of portable: f16 rounding gives ~3e-4, a wrong fragment O(1). */
 #define TEST_RMS_ALLOWED 5e-3
 
@@ -86,10 +90,6 @@ bool tern_cl_attention_mma_fits(const tern_cl_attn_shape *s) {
 static bool verdict_path(const tern_cl *cl, char *out, size_t cap) {
     return cl->cache_file[0] && snprintf(out, cap, "%s.mma", cl->cache_file) < (int)cap;
 }
-
-/* The attention self-test's shape: 70 queries (a block of 64 and a tail) after 21 cached keys,
- * 4 heads over 2 KV heads of 128. */
-enum { ATT_POS0 = 21, ATT_TOKENS = 70, ATT_HEADS = 4, ATT_KV_HEADS = 2, ATT_D = 128 };
 
 /* -1 no valid verdict for this program, else the product's verdict (1 passed) + 2 x the
  * attention's. */
