@@ -103,8 +103,10 @@ void tern_cl_rope_kv(tern_cl *cl, const tern_cl_rope_kv_args *a) {
 }
 
 void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_cl_attn_shape *s, cl_mem out) {
+    /* the longest key range of the batch: its last query's (decode's spans below) */
     const int64_t pos = s->pos0 + s->n_tokens - 1;
     const int64_t keys = s->window > 0 && pos + 1 > s->window ? s->window : pos + 1;
+    /* a prefill batch: queries share their keys' loads */
     if (s->n_tokens >= 16 && tern_cl_mma_attention_on(cl) && tern_cl_attention_mma_fits(s)) {
         tern_cl_attention_batch(cl, true, q, kc, vc, s, out);
         return;
