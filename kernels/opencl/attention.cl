@@ -284,6 +284,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     global const uchar *vh = vc + (size_t)hk * kv_bytes(dv, v_q8);
     const size_t k_row = kv_bytes(k_width, k_q8), v_row = kv_bytes(v_width, v_q8);
     float acc[ATT_DIMS_PER_ITEM];
+    UNROLLED
     for (int j = 0; j < ATT_DIMS_PER_ITEM; j++)
         acc[j] = 0.0f;
     float m = -INFINITY, l = 0.0f;
@@ -301,6 +302,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
         l = l * corr + group_sum(p, red, ATT_WGS);
         m = m_new;
         /* group_sum's barriers also made pl visible */
+        UNROLLED
         for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
             const int d = lid + j * ATT_WGS;
             if (d < dv && !v_q8) {
@@ -343,6 +345,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     }
     if (n_splits == 1) {
         const float inv = 1.0f / l;
+        UNROLLED
         for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
             const int d = lid + j * ATT_WGS;
             if (d < dv)
@@ -354,6 +357,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     }
     /* an empty span (a short query's range ends before it) leaves m = -inf, l = 0 */
     global float *mine = part + (qrow * (size_t)n_splits + (size_t)split) * (size_t)(dv + 2);
+    UNROLLED
     for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
         const int d = lid + j * ATT_WGS;
         if (d < dv)
@@ -420,6 +424,7 @@ kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_ti
     global const uchar *vh = vc + (size_t)hk * kv_bytes(dv, v_q8);
     const size_t k_row = kv_bytes(k_width, k_q8), v_row = kv_bytes(v_width, v_q8);
     float acc[AT_D / 4];
+    UNROLLED
     for (int i = 0; i < AT_D / 4; i++)
         acc[i] = 0.0f;
     float m = -INFINITY, l = 0.0f;
@@ -436,6 +441,7 @@ kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_ti
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[4], mx = -INFINITY;
+        UNROLLED
         for (int j = 0; j < 4; j++) {
             const int kj = sub * 4 + j, key = c0 + kj;
             float4 a = 0.0f;
@@ -451,6 +457,7 @@ kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_ti
         const float m_new =
             fmax(m, fmax(fmax(red_max[g], red_max[g + 1]), fmax(red_max[g + 2], red_max[g + 3])));
         float psum = 0.0f;
+        UNROLLED
         for (int j = 0; j < 4; j++) { /* a chunk with nothing seen yet leaves m = -inf and p = 0 */
             const float p = s[j] == -INFINITY ? 0.0f : exp(s[j] - m_new);
             pl[qi * AT_K + sub * 4 + j] = p;
@@ -461,6 +468,7 @@ kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_ti
         const float corr = m_new == -INFINITY ? 1.0f : exp(m - m_new); /* 0 while m = -inf */
         l = l * corr + ((red_sum[g] + red_sum[g + 1]) + (red_sum[g + 2] + red_sum[g + 3]));
         m = m_new;
+        UNROLLED
         for (int i = 0; i < AT_D / 4; i++) {
             const int d = sub + 4 * i;
             if (d < dv) {
@@ -475,6 +483,7 @@ kernel __attribute__((reqd_work_group_size(AT_THREADS, 1, 1))) void attention_ti
         return;
     const float inv = 1.0f / l;
     global float *o = out + ((size_t)(t0 + qi) * (size_t)n_head + (size_t)h) * (size_t)dv;
+    UNROLLED
     for (int i = 0; i < AT_D / 4; i++) {
         const int d = sub + 4 * i;
         if (d < dv)

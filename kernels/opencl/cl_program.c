@@ -161,6 +161,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         {"MMA_ATT", &t->mma_att, 1, false, 0, 1},
         /* the typed bodies inlined into every kernel (common.cl), for comparisons on a GPU */
         {"INLINE", &t->inline_typed, 0, false, 0, 1},
+        /* #pragma unroll on the loops over register arrays (common.cl), for comparisons on a GPU */
+        {"UNROLL", &t->unroll, 0, false, 0, 1},
     };
     size_t used = 0;
     defines[0] = '\0';

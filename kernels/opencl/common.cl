@@ -71,6 +71,21 @@ typedef char tern_check_q8_0[sizeof(tern_block_q8_0) == 34 ? 1 : -1];
 #define TYPED static inline
 #endif
 
+/* UNROLL 1: the loops over a work-item's register arrays (the rows of a decode product, a
+ * piece's runs and levels, the mma fragments) say #pragma unroll. A loop the compiler leaves
+ * rolled indexes its arrays at run time, which puts them in local memory (a stack "depot": a
+ * load and a store through L1 for every access). clang's nvptx64 build of these kernels keeps
+ * the 4-row loops of the decode products and the GEMM's stores rolled even with INLINE=1
+ * (tests/sh/ptx.sh counts the depots). 0 by default until measured on a GPU. */
+#ifndef UNROLL
+#define UNROLL 0
+#endif
+#if UNROLL
+#define UNROLLED _Pragma("unroll")
+#else
+#define UNROLLED
+#endif
+
 /* DOT8: how decode products over quantized weights multiply. 0: in f32, levels converted to
  * floats. Otherwise x is first rounded to 8 bits per block of 32 (quantize_x8) and levels times
  * x are summed in integers:
@@ -355,11 +370,13 @@ TYPED void unpack_raw(const int type, const piece_raw r, const int p, float *q, 
                       float *a) {
     switch (type) {
     case T_F16:
+        UNROLLED
         for (int i = 0; i < PIECE; i += 4)
             vstore4(vload_half4(0, (global const half *)r.row + PIECE * p + i), 0, q + i);
         set_run(z, s, a, 0, 0.0f, 1.0f, -0.0f);
         break;
     case T_BF16:
+        UNROLLED
         for (int i = 0; i < PIECE; i += 4) {
             const uint4 u = convert_uint4(vload4(0, (global const ushort *)r.row + PIECE * p + i));
             vstore4(as_float4(u << 16), 0, q + i);
@@ -367,6 +384,7 @@ TYPED void unpack_raw(const int type, const piece_raw r, const int p, float *q, 
         set_run(z, s, a, 0, 0.0f, 1.0f, -0.0f);
         break;
     case T_F32:
+        UNROLLED
         for (int i = 0; i < PIECE; i += 4)
             vstore4(vload4(0, (global const float *)r.row + PIECE * p + i), 0, q + i);
         set_run(z, s, a, 0, 0.0f, 1.0f, -0.0f);

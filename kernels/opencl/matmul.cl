@@ -36,7 +36,9 @@ TYPED void matmul(const int type, global const uchar *w, const ulong row_bytes, 
     const int row0 = get_group_id(0) * MM_TN, tok0 = get_group_id(1) * MM_TM;
     const int runs = piece_runs(type), run_len = PIECE / runs, n_pieces = k / PIECE;
     float acc[MM_WM][MM_WN];
+    UNROLLED
     for (int b = 0; b < MM_WM; b++)
+        UNROLLED
         for (int c = 0; c < MM_WN; c++)
             acc[b][c] = 0.0f;
     for (int p = 0; p < n_pieces; p++) {
@@ -44,7 +46,9 @@ TYPED void matmul(const int type, global const uchar *w, const ulong row_bytes, 
             const int row = min(row0 + e, n_rows - 1);
             float q[PIECE], z[4], s[4], a[4];
             unpack(type, w + (ulong)row * row_bytes, p, q, z, s, a);
+            UNROLLED
             for (int r = 0; r < runs; r++)
+                UNROLLED
                 for (int i = r * run_len; i < (r + 1) * run_len; i++)
                     wl[i * MM_TN + e] = (q[i] - z[r]) * s[r] + a[r];
         }
@@ -61,18 +65,24 @@ TYPED void matmul(const int type, global const uchar *w, const ulong row_bytes, 
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int i = 0; i < PIECE; i++) {
             float wv[MM_WN], xv[MM_WM];
+            UNROLLED
             for (int c = 0; c < MM_WN; c++)
                 wv[c] = wl[i * MM_TN + tn + c * (MM_TN / MM_WN)];
+            UNROLLED
             for (int b = 0; b < MM_WM; b++)
                 xv[b] = xl[i * MM_TM + tm + b * (MM_TM / MM_WM)];
+            UNROLLED
             for (int b = 0; b < MM_WM; b++)
+                UNROLLED
                 for (int c = 0; c < MM_WN; c++)
                     acc[b][c] = mad(xv[b], wv[c], acc[b][c]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+    UNROLLED
     for (int b = 0; b < MM_WM; b++) {
         const int tok = tok0 + tm + b * (MM_TM / MM_WM);
+        UNROLLED
         for (int c = 0; c < MM_WN; c++) {
             const int row = row0 + tn + c * (MM_TN / MM_WN);
             if (tok < m && row < n_rows)
@@ -95,6 +105,7 @@ TYPED void dequant(const int type, global const uchar *w, const ulong row_bytes,
     global float *o = out + (size_t)(out_row + i) * (size_t)k;
     /* Runs are 8, 16 or 32 columns starting at multiples of 8 of a row of a multiple of 32
      * floats: stored four at a time (16-byte aligned), a quarter of the store instructions. */
+    UNROLLED
     for (int r = 0; r < runs; r++) {
         const int c0 = run_start(type, p, r);
         for (int j = 0; j < run_len; j += 4) {

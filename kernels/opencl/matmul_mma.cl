@@ -92,10 +92,12 @@ TYPED void mma_load(const int type, global const uchar *w, const ulong row_bytes
                     const int k, global const float *x, const int m, const int row0, const int tok0,
                     const int p, piece_raw *wr, float4 *xr) {
     const int lid = get_local_id(0), run_len = PIECE / piece_runs(type);
+    UNROLLED
     for (int j = 0; j < MMA_WROWS; j++) {
         const int e = min(lid + j * MMA_THREADS, MMA_TN * MMA_SPLIT - 1) / MMA_SPLIT;
         wr[j] = load_piece(type, w + (ulong)min(row0 + e, n_rows - 1) * row_bytes, p);
     }
+    UNROLLED
     for (int j = 0; j < MMA_XV; j++) {
         const int e = min(lid + j * MMA_THREADS, MMA_TM * (PIECE / 4) - 1);
         const int t = e / (PIECE / 4), i0 = 4 * (e % (PIECE / 4));
@@ -118,6 +120,7 @@ TYPED void mma_part_halves(const int type, const piece_raw r, const int p, const
     float q[MMA_PART], z[4], s[4], a[4];
     if (is_float_type(type)) {
         const int at = PIECE * p + first;
+        UNROLLED
         for (int i = 0; i < MMA_PART; i++)
             q[i] = type == T_F16    ? vload_half(at + i, (global const half *)r.row)
                    : type == T_BF16 ? as_float((uint)((global const ushort *)r.row)[at + i] << 16)
@@ -139,6 +142,7 @@ TYPED void mma_part_halves(const int type, const piece_raw r, const int p, const
         vstore4(bytes_f4(w.y), 1, q);
 #endif
     }
+    UNROLLED
     for (int i = 0; i < MMA_PART; i += 2) { /* runs are 8 or more elements: a pair is in one */
         const int run = (first + i) / run_len;
         const float zr = pick4(z, run), sr = pick4(s, run), ar = pick4(a, run);
@@ -151,6 +155,7 @@ TYPED void mma_part_halves(const int type, const piece_raw r, const int p, const
 TYPED void mma_store(const int type, const int p, const piece_raw *wr, const float4 *xr, local uint *wl,
                      local uint *xl) {
     const int lid = get_local_id(0);
+    UNROLLED
     for (int j = 0; j < MMA_WROWS; j++) {
         const int e = lid + j * MMA_THREADS;
         if (e >= MMA_TN * MMA_SPLIT)
@@ -160,7 +165,9 @@ TYPED void mma_store(const int type, const int p, const piece_raw *wr, const flo
         const int runs = piece_runs(type), run_len = PIECE / runs;
         float q[PIECE], z[4], s[4], a[4];
         unpack_raw(type, wr[j], p, q, z, s, a);
+        UNROLLED
         for (int r = 0; r < runs; r++)
+            UNROLLED
             for (int i = r * run_len; i < (r + 1) * run_len; i += 2)
                 h[i / 2] = pack_half2((q[i] - z[r]) * s[r] + a[r], (q[i + 1] - z[r]) * s[r] + a[r]);
 #else
@@ -168,9 +175,11 @@ TYPED void mma_store(const int type, const int p, const piece_raw *wr, const flo
 #endif
         /* 80-byte rows, parts of 32 or 16 bytes: 16-byte aligned */
         local uint4 *dst = (local uint4 *)(wl + (e / MMA_SPLIT) * MMA_STRIDE + (e % MMA_SPLIT) * (MMA_PART / 2));
+        UNROLLED
         for (int i = 0; i < MMA_PART / 8; i++)
             dst[i] = vload4(i, h);
     }
+    UNROLLED
     for (int j = 0; j < MMA_XV; j++) {
         const int e = lid + j * MMA_THREADS;
         if (e >= MMA_TM * (PIECE / 4))
@@ -195,9 +204,11 @@ static inline void mma_16x8x16(float *c, const uint *a, const uint *b) {
  * wl, xl: the first row and token of the warp's block; g, t: the lane's group and thread. */
 static inline void mma_piece(float acc[MMA_FN][MMA_FM][4], local const uint *wl, local const uint *xl, const int g,
                              const int t) {
+    UNROLLED
     for (int kk = 0; kk < PIECE / 2; kk += 8) { /* word offset of 16 columns */
 #if MMA == 2
         uint a[MMA_FN][4], b[MMA_FM][2];
+        UNROLLED
         for (int i = 0; i < MMA_FN; i++) {
             local const uint *ra = wl + (16 * i + g) * MMA_STRIDE + kk + t;
             a[i][0] = ra[0];
@@ -205,6 +216,7 @@ static inline void mma_piece(float acc[MMA_FN][MMA_FM][4], local const uint *wl,
             a[i][2] = ra[4];
             a[i][3] = ra[8 * MMA_STRIDE + 4];
         }
+        UNROLLED
         for (int j = 0; j < MMA_FM; j++) {
 #ifdef TERN_WRONG_MMA /* tests of the self-test: a layout error (the neighbouring token's column) */
             local const uint *rb = xl + (8 * j + (g ^ 1)) * MMA_STRIDE + kk + t;
@@ -214,12 +226,17 @@ static inline void mma_piece(float acc[MMA_FN][MMA_FM][4], local const uint *wl,
             b[j][0] = rb[0];
             b[j][1] = rb[4];
         }
+        UNROLLED
         for (int i = 0; i < MMA_FN; i++)
+            UNROLLED
             for (int j = 0; j < MMA_FM; j++)
                 mma_16x8x16(acc[i][j], a[i], b[j]);
 #else
+        UNROLLED
         for (int i = 0; i < MMA_FN; i++)
+            UNROLLED
             for (int j = 0; j < MMA_FM; j++)
+                UNROLLED
                 for (int e = 0; e < 4; e++) {
                     const int row = 16 * i + g + 8 * (e >> 1), tok = 8 * j + 2 * t + (e & 1);
 #ifdef TERN_WRONG_MMA /* as above */
@@ -230,6 +247,7 @@ static inline void mma_piece(float acc[MMA_FN][MMA_FM][4], local const uint *wl,
                     local const half *wr = (local const half *)(wl + row * MMA_STRIDE + kk);
                     local const half *xr = (local const half *)(xl + tok_read * MMA_STRIDE + kk);
                     float sum = 0.0f;
+                    UNROLLED
                     for (int c = 0; c < 16; c++)
                         sum = mad(vload_half(c, wr), vload_half(c, xr), sum);
                     acc[i][j][e] += sum;
@@ -246,8 +264,11 @@ TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_byt
     const int warp_row = (warp % (MMA_TN / MMA_WN)) * MMA_WN, warp_tok = (warp / (MMA_TN / MMA_WN)) * MMA_WM;
     const int row0 = get_group_id(0) * MMA_TN, tok0 = get_group_id(1) * MMA_TM, n_pieces = k / PIECE;
     float acc[MMA_FN][MMA_FM][4];
+    UNROLLED
     for (int i = 0; i < MMA_FN; i++)
+        UNROLLED
         for (int j = 0; j < MMA_FM; j++)
+            UNROLLED
             for (int e = 0; e < 4; e++)
                 acc[i][j][e] = 0.0f;
     piece_raw wr[MMA_WROWS];
@@ -266,8 +287,11 @@ TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_byt
                       xl + (cur ^ 1) * MMA_TM * MMA_STRIDE);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+    UNROLLED
     for (int i = 0; i < MMA_FN; i++)
+        UNROLLED
         for (int j = 0; j < MMA_FM; j++)
+            UNROLLED
             for (int e = 0; e < 4; e++) {
                 const int row = row0 + warp_row + 16 * i + g + 8 * (e >> 1);
                 const int tok = tok0 + warp_tok + 8 * j + 2 * t + (e & 1);

@@ -57,13 +57,16 @@ TYPED void sums_f32(const int type, global const uchar *w, const ulong row_bytes
     for (int p = get_local_id(0); p < n_pieces; p += MV_WGS) {
         /* every load of the piece first, for all rows (see load_piece) */
         piece_raw raw[MV_ROWS];
+        UNROLLED
         for (int j = 0; j < MV_ROWS; j++) /* rows past the end repeat the last one (not stored) */
             raw[j] = load_piece(type, w + (ulong)min(row0 + j, n_rows - 1) * row_bytes, p);
         float xs[PIECE], xsum[4];
+        UNROLLED
         for (int r = 0; r < runs; r++) {
             /* runs start at multiples of 8 floats of a row of a multiple of 32: 16-byte aligned */
             global const float4 *xr = (global const float4 *)(x + run_start(type, p, r));
             float4 t = 0.0f;
+            UNROLLED
             for (int i = 0; i < run_len / 4; i++) {
                 const float4 v = xr[i];
                 vstore4(v, 0, xs + r * run_len + 4 * i);
@@ -71,11 +74,14 @@ TYPED void sums_f32(const int type, global const uchar *w, const ulong row_bytes
             }
             xsum[r] = (t.x + t.y) + (t.z + t.w);
         }
+        UNROLLED
         for (int j = 0; j < MV_ROWS; j++) {
             float q[PIECE], z[4], s[4], a[4];
             unpack_raw(type, raw[j], p, q, z, s, a);
+            UNROLLED
             for (int r = 0; r < runs; r++) {
                 float4 t = 0.0f;
+                UNROLLED
                 for (int i = r * run_len; i < (r + 1) * run_len; i += 4)
                     t = mad(vload4(0, q + i), vload4(0, xs + i), t);
                 acc[j] += s[r] * ((t.x + t.y) + (t.z + t.w)) + (a[r] - s[r] * z[r]) * xsum[r];
@@ -97,10 +103,12 @@ TYPED void sums_x8(const int type, global const uchar *w, const ulong row_bytes,
     xq += tok * (size_t)k;
     for (int p = get_local_id(0); p < n_pieces; p += MV_WGS) {
         piece_raw raw[MV_ROWS];
+        UNROLLED
         for (int j = 0; j < MV_ROWS; j++)
             raw[j] = load_piece(type, w + (ulong)min(row0 + j, n_rows - 1) * row_bytes, p);
         uint xw[8];
         float dx[4], dxs[4]; /* per run: x's scale, and the scale times the sum of x's levels */
+        UNROLLED
         for (int r = 0; r < runs; r++) {
             const int at = run_start(type, p, r);
             /* a run is 4 * words bytes at a multiple of its length (x8 rows start at multiples of
@@ -116,17 +124,21 @@ TYPED void sums_x8(const int type, global const uchar *w, const ulong row_bytes,
             }
             dx[r] = vload_half(at / 32, xd);
             int t = 0;
+            UNROLLED
             for (int i = r * words; i < (r + 1) * words; i++)
                 t = dot4(0x01010101u, xw[i], t);
             dxs[r] = dx[r] * (float)t;
         }
+        UNROLLED
         for (int j = 0; j < MV_ROWS; j++) {
             uint4 lo, hi;
             float z[4], s[4], a[4];
             piece_levels(type, raw[j], p, &lo, &hi, z, s, a);
             const uint lw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+            UNROLLED
             for (int r = 0; r < runs; r++) {
                 int t = 0;
+                UNROLLED
                 for (int i = r * words; i < (r + 1) * words; i++)
                     t = dot4(lw[i], xw[i], t);
                 acc[j] += s[r] * (dx[r] * (float)t) + (a[r] - s[r] * z[r]) * dxs[r];
@@ -142,6 +154,7 @@ TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_by
                        const int k, global const float *x, local float *red, const int group) {
     const int lid = get_local_id(0), row0 = group * MV_ROWS;
     float acc[MV_ROWS];
+    UNROLLED
     for (int j = 0; j < MV_ROWS; j++)
         acc[j] = 0.0f;
     if (DOT8 && !is_float_type(type))
@@ -150,6 +163,7 @@ TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_by
         sums_f32(type, w, row_bytes, n_rows, k, x, row0, acc);
 #if MV_SHFL
     /* each warp's sums by shuffles, then the warps' sums added through local memory */
+    UNROLLED
     for (int j = 0; j < MV_ROWS; j++) {
         const float v = warp_sum(acc[j]);
         if (lid % 32 == 0)
@@ -167,6 +181,7 @@ TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_by
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #else
+    UNROLLED
     for (int j = 0; j < MV_ROWS; j++)
         red[j * MV_WGS + lid] = acc[j];
     barrier(CLK_LOCAL_MEM_FENCE);

@@ -60,4 +60,38 @@ if grep -q "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" "$tmp/program.ptx
 else
     fail "no mma.sync of the products in the program"
 fi
+# The register arrays, with OpenCL's builtins linked (libclc's nvptx64 library: without it every
+# vload/vstore on a private array is a call, which alone keeps the array in memory): with
+# INLINE=1 UNROLL=1 the decode products, the GEMM and both attentions keep their arrays in
+# registers: no local-memory depot. llc lowers exp2 to a libm call that NVIDIA's compiler never
+# makes; a stand-in (ex2.approx) is linked for it.
+ver=$(clang --version | sed -n 's/.*version \([0-9]*\).*/\1/p' | head -1)
+clc=/usr/lib/clc/nvptx64--nvidiacl.bc
+if [ ! -f "$clc" ] || ! command -v "llvm-link-$ver" >/dev/null || ! command -v "opt-$ver" >/dev/null ||
+    ! command -v "llc-$ver" >/dev/null; then
+    echo "!!!!!!!! SKIPPED: no libclc ($clc) or llvm-$ver tools; the register arrays were not checked !!!!!!!!"
+else
+    cat >"$tmp/libm.cl" <<'CL'
+float exp2f(float x) { float r; __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+float expf(float x) { return exp2f(x * 1.4426950408889634f); }
+CL
+    cc1="clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ -O3"
+    if $cc1 -emit-llvm-bc -o "$tmp/libm.bc" "$tmp/libm.cl" &&
+        $cc1 $defaults -DINLINE=1 -DUNROLL=1 -emit-llvm-bc -o "$tmp/u.bc" "$tmp/program.cl" &&
+        "llvm-link-$ver" --only-needed "$tmp/u.bc" "$clc" -o "$tmp/ul.bc" 2>"$tmp/link.log" &&
+        "opt-$ver" -O3 "$tmp/ul.bc" -o "$tmp/uo.bc" && "llvm-link-$ver" "$tmp/uo.bc" "$tmp/libm.bc" -o "$tmp/um.bc" &&
+        "llc-$ver" -mcpu=sm_80 -mattr=+ptx70 "$tmp/um.bc" -o "$tmp/unroll.ptx" 2>"$tmp/llc.log"; then
+        depots=$(awk '/^\.(visible )?\.?(func|entry)/ { name = $0 } /__local_depot/ && /\.local/ { print name }' \
+            "$tmp/unroll.ptx" | sed 's/^\.\(visible \)\?\.\?\(func\|entry\) *//; s/(.*//' |
+            grep -E '^(matvec[0-9a-z_]*|matmul_mma_[a-z0-9_]+|attention|attention_mma)$')
+        if [ -z "$depots" ]; then
+            ok "INLINE=1 UNROLL=1 with the builtins: the products, the GEMM and attention keep their arrays in registers"
+        else
+            fail "INLINE=1 UNROLL=1: a local-memory depot in $(echo $depots | tr ' ' ',')"
+        fi
+    else
+        cat "$tmp/link.log" "$tmp/llc.log" 2>/dev/null | head -5
+        fail "INLINE=1 UNROLL=1: the program does not build with libclc's builtins"
+    fi
+fi
 finish ptx.sh
