@@ -72,14 +72,16 @@ ptx_report() {
 }
 ptx_report ptxas
 
-# The typed bodies inlined into every kernel (INLINE=1) against the compiler's choice, decode
-# and prefill, and its registers.
-for o in -DINLINE=1 -DINLINE=0; do
-    step "inline$o" env TERN_OPENCL_OPTIONS="$o" "$TERN" bench -m "$MODEL" --backend opencl -p 16 -n 128 -r 2
-    grep -h "^| t=" "$OUT/inline$o.log" | tail -1 | sed 's/^/   /'
-    step "inline_prefill$o" env TERN_OPENCL_OPTIONS="$o" "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 4 -r 2
-    grep -h "^| t=" "$OUT/inline_prefill$o.log" | tail -1 | sed 's/^/   /'
-    [ "$o" = -DINLINE=1 ] && ptx_report ptxas_inline
+# The typed bodies inlined into every kernel and the register arrays' loops unrolled (INLINE=1
+# UNROLL=1, the GPUs' default) against the compiler's choice (0 0), decode and prefill, and the
+# registers of each.
+for u in 1 0; do
+    o="-DINLINE=$u -DUNROLL=$u"
+    step "inline$u" env TERN_OPENCL_OPTIONS="$o" "$TERN" bench -m "$MODEL" --backend opencl -p 16 -n 128 -r 2
+    grep -h "^| t=" "$OUT/inline$u.log" | tail -1 | sed 's/^/   /'
+    step "inline_prefill$u" env TERN_OPENCL_OPTIONS="$o" "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 4 -r 2
+    grep -h "^| t=" "$OUT/inline_prefill$u.log" | tail -1 | sed 's/^/   /'
+    [ "$u" = 0 ] && ptx_report ptxas_plain
 done
 
 step kbench "$TERN" kbench --isa opencl --full

@@ -159,10 +159,12 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
          * attention_tiled) for comparisons */
         {"FA_WARPS", &t->fa_warps, 4, true, 1, 8},
         {"MMA_ATT", &t->mma_att, 1, false, 0, 1},
-        /* the typed bodies inlined into every kernel (common.cl), for comparisons on a GPU */
-        {"INLINE", &t->inline_typed, 0, false, 0, 1},
-        /* #pragma unroll on the loops over register arrays (common.cl), for comparisons on a GPU */
-        {"UNROLL", &t->unroll, 0, false, 0, 1},
+        /* the typed bodies inlined into every kernel and #pragma unroll on the loops over register
+         * arrays (common.cl): on GPUs, whose compilers may otherwise keep those arrays in local
+         * memory (NVIDIA's does not: the same registers either way); not on CPU devices, where a
+         * stack array is cheap and the larger program is slower to compile */
+        {"INLINE", &t->inline_typed, cl->info.is_gpu ? 1 : 0, false, 0, 1},
+        {"UNROLL", &t->unroll, cl->info.is_gpu ? 1 : 0, false, 0, 1},
     };
     size_t used = 0;
     defines[0] = '\0';

@@ -61,7 +61,7 @@ typedef char tern_check_q8_0[sizeof(tern_block_q8_0) == 34 ? 1 : -1];
  * constant: its switches fold, its loops get constant trip counts and its arrays can stay in
  * registers. 0 leaves it to the compiler, which may keep a large body shared by many kernels
  * (matmul_mma, matvec_sums: clang does, for nvptx64 too) as one function called with the type
- * at run time. 0 by default until measured on a GPU (tools/opencl_tune.sh). */
+ * at run time. The host sets 1 on GPUs, 0 on CPU devices (cl_program.c). */
 #ifndef INLINE
 #define INLINE 0
 #endif
@@ -76,7 +76,8 @@ typedef char tern_check_q8_0[sizeof(tern_block_q8_0) == 34 ? 1 : -1];
  * rolled indexes its arrays at run time, which puts them in local memory (a stack "depot": a
  * load and a store through L1 for every access). clang's nvptx64 build of these kernels keeps
  * the 4-row loops of the decode products and the GEMM's stores rolled even with INLINE=1
- * (tests/sh/ptx.sh counts the depots). 0 by default until measured on a GPU. */
+ * (tests/sh/ptx.sh counts the depots); NVIDIA's compiler unrolls them anyway. The host sets 1 on
+ * GPUs, 0 on CPU devices. */
 #ifndef UNROLL
 #define UNROLL 0
 #endif

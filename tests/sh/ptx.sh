@@ -2,8 +2,9 @@
 # The OpenCL program as NVIDIA GPUs build it, compiled here by clang for nvptx64: CI has no NVIDIA
 # driver, and PoCL never compiles the inline-PTX paths (DOT8=2, MV_SHFL=1, SYNC=2, MMA=2), so
 # without this a mistake there would show first on a GPU. Checks that
-#  - the program compiles with NVIDIA's defaults (the tunables' values on an NVIDIA GPU), and
-#    with INLINE=1, where no function that takes a weight type may be left as a function;
+#  - the program compiles with NVIDIA's defaults (the tunables' values on an NVIDIA GPU; INLINE=1
+#    there, so no function that takes a weight type may be left as a function), and with
+#    INLINE=0 UNROLL=0;
 #  - attention_mma carries its instructions (mma.sync, shfl.sync) and keeps its fragments and
 #    accumulators in registers: no local-memory depot, which a loop over a register array that
 #    the compiler does not unroll puts there (a silent slowdown; its loops say #pragma unroll);
@@ -22,22 +23,23 @@ files=$(sed -n '/^OPENCL_CL *:=/,/[^\\]$/p' kernels/opencl/gen.mk | sed 's/^OPEN
 cat $files >"$tmp/program.cl"
 defaults="-DDOT8=2 -DMV_SHFL=1 -DSYNC=2 -DMMA=2 -DMV_WGS=64 -DMV_ROWS=4 -DMM_TN=128 -DMM_TM=128 -DMM_WN=8 -DMM_WM=8
           -DNORM_WGS=256 -DEW_WGS=64 -DATT_WGS=128 -DATT_MAX_D=256 -DATT_TQ=32 -DMMA_TN=128 -DMMA_TM=64
-          -DMMA_WN=32 -DMMA_WM=32 -DFA_WARPS=4"
+          -DMMA_WN=32 -DMMA_WM=32 -DFA_WARPS=4 -DINLINE=1 -DUNROLL=1"
 # OpenCL C has no `asm` keyword in clang; NVIDIA's compiler takes it as GNU C does
 if ! clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ $defaults \
     -O3 -S -o "$tmp/program.ptx" "$tmp/program.cl" >"$tmp/clang.log" 2>&1; then
     cat "$tmp/clang.log"
     fail "the program does not compile for nvptx64 with NVIDIA's defaults"
+elif grep -Eq "^\.func +(\(.*\) +)?(matvec_sums|matmul_mma|matmul|unpack_raw)\(" "$tmp/program.ptx"; then
+    fail "INLINE=1: a function that takes a weight type is still called"
 else
-    ok "the program compiles for nvptx64 with NVIDIA's defaults (files: $(echo $files | wc -w))"
+    ok "the program compiles for nvptx64 with NVIDIA's defaults (files: $(echo $files | wc -w)), every typed function inlined"
 fi
 if clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ $defaults \
-    -DINLINE=1 -O3 -S -o "$tmp/inline.ptx" "$tmp/program.cl" >"$tmp/clang.log" 2>&1 &&
-    ! grep -Eq "^\.func +(\(.*\) +)?(matvec_sums|matmul_mma|matmul|unpack_raw)\(" "$tmp/inline.ptx"; then
-    ok "with INLINE=1 too, and no function that takes a weight type is left uninlined"
+    -DINLINE=0 -DUNROLL=0 -O3 -S -o "$tmp/plain.ptx" "$tmp/program.cl" >"$tmp/clang.log" 2>&1; then
+    ok "with INLINE=0 UNROLL=0 too (the CPU devices' choice)"
 else
     cat "$tmp/clang.log"
-    fail "INLINE=1: it does not compile for nvptx64, or a typed function is still called"
+    fail "INLINE=0 UNROLL=0: it does not compile for nvptx64"
 fi
 # kernel_lines NAME: the PTX of one kernel
 kernel_lines() { awk -v k=".entry $1(" 'index($0, k) == 1 { on = 1 } on { print } on && /^}/ { exit }' "$tmp/program.ptx"; }
@@ -61,8 +63,8 @@ else
     fail "no mma.sync of the products in the program"
 fi
 # The register arrays, with OpenCL's builtins linked (libclc's nvptx64 library: without it every
-# vload/vstore on a private array is a call, which alone keeps the array in memory): with
-# INLINE=1 UNROLL=1 the decode products, the GEMM and both attentions keep their arrays in
+# vload/vstore on a private array is a call, which alone keeps the array in memory): with the
+# GPUs' INLINE=1 UNROLL=1 the decode products, the GEMM and both attentions keep their arrays in
 # registers: no local-memory depot. llc lowers exp2 to a libm call that NVIDIA's compiler never
 # makes; a stand-in (ex2.approx) is linked for it.
 ver=$(clang --version | sed -n 's/.*version \([0-9]*\).*/\1/p' | head -1)
@@ -77,7 +79,7 @@ float expf(float x) { return exp2f(x * 1.4426950408889634f); }
 CL
     cc1="clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ -O3"
     if $cc1 -emit-llvm-bc -o "$tmp/libm.bc" "$tmp/libm.cl" &&
-        $cc1 $defaults -DINLINE=1 -DUNROLL=1 -emit-llvm-bc -o "$tmp/u.bc" "$tmp/program.cl" &&
+        $cc1 $defaults -emit-llvm-bc -o "$tmp/u.bc" "$tmp/program.cl" &&
         "llvm-link-$ver" --only-needed "$tmp/u.bc" "$clc" -o "$tmp/ul.bc" 2>"$tmp/link.log" &&
         "opt-$ver" -O3 "$tmp/ul.bc" -o "$tmp/uo.bc" && "llvm-link-$ver" "$tmp/uo.bc" "$tmp/libm.bc" -o "$tmp/um.bc" &&
         "llc-$ver" -mcpu=sm_80 -mattr=+ptx70 "$tmp/um.bc" -o "$tmp/unroll.ptx" 2>"$tmp/llc.log"; then
