@@ -1175,16 +1175,18 @@ static void test_mma_products(void **state) {
         fail_msg("second open: %s", tern_cl_mma_state(cl));
     tern_cl_free(cl);
     /* other tiles (each one a build of the whole program): 64 x 128 of four warps of 32 x 64
-     * with two work-items per weight row in the unpacking where the kernel is mma.sync, one warp
-     * of 16 x 8 with four per row (two rows each) everywhere */
-    const char *tiles[] = {"-DMMA_TN=16 -DMMA_TM=8 -DMMA_WN=16 -DMMA_WM=8 -DMMA_SPLIT=4",
-                           "-DMMA_TN=64 -DMMA_TM=128 -DMMA_WN=32 -DMMA_WM=64 -DMMA_SPLIT=2"};
+     * with two work-items per weight row in the unpacking and two pieces per stage where the
+     * kernel is mma.sync, one warp of 16 x 8 with four per row (two rows each) and four pieces
+     * per stage everywhere (544 columns: 17 pieces, a last stage of one) */
+    const char *tiles[] = {"-DMMA_TN=16 -DMMA_TM=8 -DMMA_WN=16 -DMMA_WM=8 -DMMA_SPLIT=4 -DMMA_KP=4",
+                           "-DMMA_TN=64 -DMMA_TM=128 -DMMA_WN=32 -DMMA_WM=64 -DMMA_SPLIT=2 -DMMA_KP=2"};
     const size_t n_tiles = strstr(tern_cl_device(g_cl)->vendor, "NVIDIA") ? 2 : 1;
     for (size_t i = 0; i < n_tiles; i++) {
         cl = open_mma(TERN_OPENCL_MMA_ON, tiles[i]);
         if (!tern_cl_mma_on(cl))
             fail_msg("%s: %s", tiles[i], tern_cl_mma_state(cl));
         check_product(cl, TERN_TYPE_Q4_K, 131, 512, 70);
+        check_product(cl, TERN_TYPE_Q8_0, 131, 544, 70);
         tern_cl_free(cl);
     }
 }

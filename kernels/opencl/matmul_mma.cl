@@ -3,13 +3,14 @@
  *
  *   matmul_mma_<type>: Y[tok][row] = sum_k W[row][k] X[tok][k], as matmul_<type> (matmul.cl)
  *
- * A work-group computes MMA_TN weight rows x MMA_TM tokens. Per piece (32 columns, common.cl) it
- * dequantizes its rows with the same unpacking as every other kernel, rounds the weights and the
- * tokens' activations to f16 and stores them in local memory; each warp then multiplies an
- * MMA_WN x MMA_WM block of the tile with mma.m16n8k16 (f16 inputs, f32 accumulators), two per
- * piece for every 16 x 8 block. The pieces are double-buffered: the global loads of piece p + 1
- * are issued before the products of piece p and stored to the other buffer after them, so one
- * barrier per piece separates the stores of a buffer from the reads of the piece before.
+ * A work-group computes MMA_TN weight rows x MMA_TM tokens. Per stage of MMA_KP pieces (32
+ * columns each, common.cl) it dequantizes its rows with the same unpacking as every other kernel,
+ * rounds the weights and the tokens' activations to f16 and stores them in local memory; each
+ * warp then multiplies an MMA_WN x MMA_WM block of the tile with mma.m16n8k16 (f16 inputs, f32
+ * accumulators), two per piece for every 16 x 8 block. The stages are double-buffered: the
+ * global loads of stage s + 1 are issued before the products of stage s and stored to the other
+ * buffer after them, so one barrier per stage separates the stores of a buffer from the reads of
+ * the stage before.
  *
  * Why f16 and not int8 (m16n8k32 on the levels and x rounded to 8 bits, as the dp4a decode
  * products): the f16 tile needs no per-block epilogue (int8 sums need converting and scaling
@@ -30,9 +31,9 @@
  *   C (16 x 8, f32):        c0, c1 row g cols 2t, 2t+1; c2, c3 row g+8
  * Here A is weight rows x columns, B columns x tokens, C rows x tokens.
  *
- * Local memory: a tile row (weights: one row, activations: one token) is a piece of 32 halves
- * padded to MMA_STRIDE = 20 words, so the 32 lanes of a fragment load (8 rows g, 4 words t) hit
- * 32 different banks (20 g mod 32 spreads the rows 4 banks apart).
+ * Local memory: a tile row (weights: one row, activations: one token) is MMA_KP pieces of 32
+ * halves padded to MMA_STRIDE = 16 MMA_KP + 4 words, so the 32 lanes of a fragment load (8 rows
+ * g, 4 words t) hit 32 different banks (MMA_STRIDE g mod 32 = 4 g spreads the rows 4 banks apart).
  * Global size (ceil(n_rows / MMA_TN) * MMA_THREADS, ceil(m / MMA_TM)).
  */
 #ifndef MMA
@@ -57,7 +58,15 @@
 #define MMA_WM 32
 #endif
 #define MMA_THREADS (32 * (MMA_TN / MMA_WN) * (MMA_TM / MMA_WM))
-#define MMA_STRIDE 20
+/* MMA_KP: pieces per stage (1, 2 or 4): the tiles hold MMA_KP pieces of each row, and a stage
+ * (global loads, products, stores, one barrier) covers 32 MMA_KP columns, so the fixed latency
+ * of a stage is spread over MMA_KP times the products, at MMA_KP times the registers for the
+ * loads in flight and the local memory. A row of the tile is MMA_KP pieces of 16 words plus 4
+ * words of padding: 16 MMA_KP + 4 = 4 mod 32 words, so the fragment loads stay conflict-free. */
+#ifndef MMA_KP
+#define MMA_KP 1
+#endif
+#define MMA_STRIDE (16 * MMA_KP + 4)
 #define MMA_FN (MMA_WN / 16) /* 16-row blocks of a warp */
 #define MMA_FM (MMA_WM / 8)  /* 8-token blocks of a warp */
 /* MMA_SPLIT: work-items per weight row of the tile in the unpacking (1, 2 or 4), each taking
@@ -151,9 +160,10 @@ TYPED void mma_part_halves(const int type, const piece_raw r, const int p, const
 }
 #endif
 
-/* The loaded piece p into the tiles: weights dequantized as the reference does, then rounded. */
-TYPED void mma_store(const int type, const int p, const piece_raw *wr, const float4 *xr, local uint *wl,
-                     local uint *xl) {
+/* The loaded piece p into the tiles: weights dequantized as the reference does, then rounded;
+ * zeros where the piece is past the row's end (live false: a last stage of fewer pieces). */
+TYPED void mma_store(const int type, const int p, const bool live, const piece_raw *wr, const float4 *xr,
+                     local uint *wl, local uint *xl) {
     const int lid = get_local_id(0);
     UNROLLED
     for (int j = 0; j < MMA_WROWS; j++) {
@@ -173,11 +183,12 @@ TYPED void mma_store(const int type, const int p, const piece_raw *wr, const flo
 #else
         mma_part_halves(type, wr[j], p, e % MMA_SPLIT, h);
 #endif
-        /* 80-byte rows, parts of 32 or 16 bytes: 16-byte aligned */
+        /* rows of 16 MMA_KP + 4 words, pieces at 16-word offsets, parts of 32 or 16 bytes: 16-byte
+         * aligned */
         local uint4 *dst = (local uint4 *)(wl + (e / MMA_SPLIT) * MMA_STRIDE + (e % MMA_SPLIT) * (MMA_PART / 2));
         UNROLLED
         for (int i = 0; i < MMA_PART / 8; i++)
-            dst[i] = vload4(i, h);
+            dst[i] = live ? vload4(i, h) : (uint4)0;
     }
     UNROLLED
     for (int j = 0; j < MMA_XV; j++) {
@@ -205,7 +216,7 @@ static inline void mma_16x8x16(float *c, const uint *a, const uint *b) {
 static inline void mma_piece(float acc[MMA_FN][MMA_FM][4], local const uint *wl, local const uint *xl, const int g,
                              const int t) {
     UNROLLED
-    for (int kk = 0; kk < PIECE / 2; kk += 8) { /* word offset of 16 columns */
+    for (int kk = 0; kk < MMA_KP * PIECE / 2; kk += 8) { /* word offset of 16 columns */
 #if MMA == 2
         uint a[MMA_FN][4], b[MMA_FM][2];
         UNROLLED
@@ -271,20 +282,35 @@ TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_byt
             UNROLLED
             for (int e = 0; e < 4; e++)
                 acc[i][j][e] = 0.0f;
-    piece_raw wr[MMA_WROWS];
-    float4 xr[MMA_XV];
-    mma_load(type, w, row_bytes, n_rows, k, x, m, row0, tok0, 0, wr, xr);
-    mma_store(type, 0, wr, xr, wl, xl);
+    /* stage s: pieces s MMA_KP .. s MMA_KP + MMA_KP - 1; past the last piece, the last one is
+     * loaded again (in bounds) and its weights stored as zeros */
+    const int n_stages = (n_pieces + MMA_KP - 1) / MMA_KP;
+    piece_raw wr[MMA_KP][MMA_WROWS];
+    float4 xr[MMA_KP][MMA_XV];
+    UNROLLED
+    for (int kp = 0; kp < MMA_KP; kp++)
+        mma_load(type, w, row_bytes, n_rows, k, x, m, row0, tok0, min(kp, n_pieces - 1), wr[kp], xr[kp]);
+    UNROLLED
+    for (int kp = 0; kp < MMA_KP; kp++)
+        mma_store(type, min(kp, n_pieces - 1), kp < n_pieces, wr[kp], xr[kp], wl + 16 * kp, xl + 16 * kp);
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int p = 0; p < n_pieces; p++) {
-        const int cur = p & 1;
-        if (p + 1 < n_pieces)
-            mma_load(type, w, row_bytes, n_rows, k, x, m, row0, tok0, p + 1, wr, xr);
+    for (int st = 0; st < n_stages; st++) {
+        const int cur = st & 1, next = (st + 1) * MMA_KP;
+        local uint *wn = wl + (cur ^ 1) * MMA_TN * MMA_STRIDE, *xn = xl + (cur ^ 1) * MMA_TM * MMA_STRIDE;
+        if (st + 1 < n_stages) {
+            UNROLLED
+            for (int kp = 0; kp < MMA_KP; kp++)
+                mma_load(type, w, row_bytes, n_rows, k, x, m, row0, tok0, min(next + kp, n_pieces - 1), wr[kp],
+                         xr[kp]);
+        }
         mma_piece(acc, wl + (cur * MMA_TN + warp_row) * MMA_STRIDE, xl + (cur * MMA_TM + warp_tok) * MMA_STRIDE, g,
                   t);
-        if (p + 1 < n_pieces)
-            mma_store(type, p + 1, wr, xr, wl + (cur ^ 1) * MMA_TN * MMA_STRIDE,
-                      xl + (cur ^ 1) * MMA_TM * MMA_STRIDE);
+        if (st + 1 < n_stages) {
+            UNROLLED
+            for (int kp = 0; kp < MMA_KP; kp++)
+                mma_store(type, min(next + kp, n_pieces - 1), next + kp < n_pieces, wr[kp], xr[kp], wn + 16 * kp,
+                          xn + 16 * kp);
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     UNROLLED
