@@ -68,7 +68,7 @@ typedef struct tern_cl_tunables {
     int norm_wgs, ew_wgs;           /* ops.cl */
     int att_wgs, att_max_d, att_tq; /* attention.cl */
     int mma;                        /* matmul_mma.cl's MMA: 0 not built, 1 portable, 2 mma.sync */
-    int mma_tn, mma_tm, mma_wn, mma_wm, mma_split, mma_kp;
+    int mma_tn, mma_tm, mma_wn, mma_wm, mma_split, mma_kp, mma_bufs;
     int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */
     int res_max;      /* matvec_res for residuals up to this wide (host only) */
     int att_span_min; /* decode attention's fewest keys per span (host only) */
@@ -190,10 +190,10 @@ void tern_cl_attention_batch(tern_cl *cl, bool mma, cl_mem q, cl_mem kc, cl_mem 
                              cl_mem out);
 bool tern_cl_attention_mma_fits(const tern_cl_attn_shape *s);
 
-/* matmul_mma.cl's local memory for MMA_TN x MMA_TM tiles of MMA_KP pieces: two buffers of rows
- * of 16 kp + 4 words. */
-#define TERN_CL_MMA_LOCAL_BYTES(tn, tm, kp) \
-    (2u * 4u * (16u * (uint64_t)(kp) + 4u) * ((uint64_t)(tn) + (uint64_t)(tm)))
+/* matmul_mma.cl's local memory for MMA_TN x MMA_TM tiles of MMA_KP pieces: MMA_BUFS buffers of
+ * rows of 16 kp + 4 words. */
+#define TERN_CL_MMA_LOCAL_BYTES(tn, tm, kp, bufs) \
+    ((uint64_t)(bufs) * 4u * (16u * (uint64_t)(kp) + 4u) * ((uint64_t)(tn) + (uint64_t)(tm)))
 
 /* NVIDIA GPUs get defaults measured on one (docs/benchmarks.md): int8 decode products with dp4a,
  * larger prefill tiles, and our tiled prefill kernel rather than CLBlast. */

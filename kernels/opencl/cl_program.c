@@ -143,8 +143,10 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         {"MMA_WM", &t->mma_wm, 32, false, 8, BIG},
         /* work-items per weight row in the tile's unpacking (1, 2 or 4): unmeasured on a GPU */
         {"MMA_SPLIT", &t->mma_split, 1, true, 1, 4},
-        /* pieces of 32 columns per stage of the tile (1, 2 or 4): unmeasured on a GPU */
+        /* pieces of 32 columns per stage of the tile (1, 2 or 4), and its buffers (2: one barrier
+         * per stage; 1: two, in half the local memory): unmeasured on a GPU */
         {"MMA_KP", &t->mma_kp, 1, true, 1, 4},
+        {"MMA_BUFS", &t->mma_bufs, 2, false, 1, 2},
         /* the last work-group runs the next op (common.cl): with PTX's fence on NVIDIA, with
          * mem_fence on CPU devices (PoCL, where the tests run); other GPUs keep separate launches
          * until measured there */
@@ -211,7 +213,7 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
     /* local memory: matmul tiles (f32), the mma tiles (two buffers of f16 rows padded to 80
      * bytes), attention's query and score rows */
     const uint64_t local = 4u * (uint64_t)(32 * (t->mm_tn + t->mm_tm));
-    const uint64_t mma_local = t->mma ? TERN_CL_MMA_LOCAL_BYTES(t->mma_tn, t->mma_tm, t->mma_kp) : 0;
+    const uint64_t mma_local = t->mma ? TERN_CL_MMA_LOCAL_BYTES(t->mma_tn, t->mma_tm, t->mma_kp, t->mma_bufs) : 0;
     if (local > cl->info.local_mem || mma_local > cl->info.local_mem)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "the matmul tiles need %llu bytes of local memory, the device has %llu",

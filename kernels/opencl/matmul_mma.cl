@@ -67,6 +67,11 @@
 #define MMA_KP 1
 #endif
 #define MMA_STRIDE (16 * MMA_KP + 4)
+/* MMA_BUFS: 2 (double-buffered tiles, one barrier per stage) or 1 (one buffer, a second barrier
+ * per stage before its stores: half the local memory, for MMA_KP = 2 with the default tile). */
+#ifndef MMA_BUFS
+#define MMA_BUFS 2
+#endif
 #define MMA_FN (MMA_WN / 16) /* 16-row blocks of a warp */
 #define MMA_FM (MMA_WM / 8)  /* 8-token blocks of a warp */
 /* MMA_SPLIT: work-items per weight row of the tile in the unpacking (1, 2 or 4), each taking
@@ -295,8 +300,8 @@ TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_byt
         mma_store(type, min(kp, n_pieces - 1), kp < n_pieces, wr[kp], xr[kp], wl + 16 * kp, xl + 16 * kp);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int st = 0; st < n_stages; st++) {
-        const int cur = st & 1, next = (st + 1) * MMA_KP;
-        local uint *wn = wl + (cur ^ 1) * MMA_TN * MMA_STRIDE, *xn = xl + (cur ^ 1) * MMA_TM * MMA_STRIDE;
+        const int cur = MMA_BUFS == 2 ? st & 1 : 0, nb = MMA_BUFS == 2 ? cur ^ 1 : 0, next = (st + 1) * MMA_KP;
+        local uint *wn = wl + nb * MMA_TN * MMA_STRIDE, *xn = xl + nb * MMA_TM * MMA_STRIDE;
         if (st + 1 < n_stages) {
             UNROLLED
             for (int kp = 0; kp < MMA_KP; kp++)
@@ -305,6 +310,8 @@ TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_byt
         }
         mma_piece(acc, wl + (cur * MMA_TN + warp_row) * MMA_STRIDE, xl + (cur * MMA_TM + warp_tok) * MMA_STRIDE, g,
                   t);
+        if (MMA_BUFS == 1)
+            barrier(CLK_LOCAL_MEM_FENCE); /* every warp has read the stage before it is overwritten */
         if (st + 1 < n_stages) {
             UNROLLED
             for (int kp = 0; kp < MMA_KP; kp++)
@@ -332,8 +339,8 @@ TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_byt
         const int m, global float *y, const int y_stride, const int y_offset) {                              \
         /* two buffers of [row of the tile][piece, f16] and of [token][piece], declared as uint4 for \
          * the 16-byte alignment of the vector stores (a uint array is only 4-byte aligned) */       \
-        local uint4 wl[2 * MMA_TN * MMA_STRIDE / 4];                                                 \
-        local uint4 xl[2 * MMA_TM * MMA_STRIDE / 4];                                                 \
+        local uint4 wl[MMA_BUFS * MMA_TN * MMA_STRIDE / 4];                                          \
+        local uint4 xl[MMA_BUFS * MMA_TM * MMA_STRIDE / 4];                                          \
         matmul_mma(type, w, row_bytes, n_rows, k, x, m, y + y_offset, y_stride, (local uint *)wl,   \
                    (local uint *)xl);                                                                \
     }
