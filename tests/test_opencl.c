@@ -473,7 +473,8 @@ static void norm_then_product(tern_cl *cl, float *norm_out) {
     float *x = random_floats((size_t)(m * k), 2.0f), *nw = random_floats((size_t)k, 1.0f);
     float a[3 * 67], b[3 * 67];
     cl_mem xd = put(cl, x, sizeof(float) * (size_t)(m * k)), wd = put(cl, nw, sizeof(float) * (size_t)k);
-    cl_mem yd = put(cl, NULL, sizeof(float) * (size_t)(m * k)), y2 = put(cl, NULL, sizeof(float) * (size_t)(m * k));
+    cl_mem yd = put(cl, NULL, sizeof(float) * (size_t)(m * k));
+    cl_mem y2 = put(cl, NULL, sizeof(float) * (size_t)(m * k));
     cl_mem td = put(cl, x, sizeof(float) * (size_t)(m * k));
     cl_mem oa = put(cl, NULL, sizeof a), ob = put(cl, NULL, sizeof b);
     for (int fused_add = 0; fused_add < 2; fused_add++) {

@@ -241,10 +241,10 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
     local float red[NORM_WGS];
     local float xm[HELD_XM(NORM_WGS)];
     const size_t base = (size_t)get_group_id(0) * (size_t)n, r = get_group_id(0), rows = get_num_groups(0);
-    if (held_fits(n, NORM_WGS)) {
+    if (held_fits(n, NORM_WGS)) { /* norm_x8's layout: the rows' levels, then their scales */
+        global half *scales = (global half *)(x8 + rows * (size_t)n) + r * (size_t)(n / 32);
         add_rmsnorm_held(y + base, t + base, w, n, eps, out + base, ts, bw, use_bw, red, NORM_WGS,
-                         use_x8 ? x8 + r * (size_t)n : NULL, (global half *)(x8 + rows * (size_t)n) + r * (size_t)(n / 32),
-                         xm);
+                         use_x8 ? x8 + r * (size_t)n : NULL, scales, xm);
         return;
     }
     add_rmsnorm_row(y + base, t + base, w, n, eps, out + base, ts, bw, use_bw, red, NORM_WGS);
