@@ -463,68 +463,48 @@ static void test_rmsnorm(void **state) {
 /* With int8 products the norms also round their output for the products that follow; a product
  * over a norm's output must give the bits of the same product over a copy of it (which rounds
  * on its own), for rmsnorm and add_rmsnorm, a batch of 3 rows. A write to the output between the
- * two makes the product round again. add_rmsnorm's output rows go to norm_out. */
-static void norm_then_product(tern_cl *cl, float *norm_out) {
+ * two makes the product round again. */
+static void test_norm_then_product(void **state) {
+    (void)state;
     const int64_t k = 512, rows = 67, m = 3;
     weights w = make_weights(TERN_TYPE_Q4_K, rows, k);
     tern_cl_matrix *dev = NULL;
     tern_error err = {0};
-    assert_int_equal(tern_cl_matrix_upload(cl, w.type, k, rows, w.q, &dev, &err), TERN_OK);
+    assert_int_equal(tern_cl_matrix_upload(g_cl, w.type, k, rows, w.q, &dev, &err), TERN_OK);
     float *x = random_floats((size_t)(m * k), 2.0f), *nw = random_floats((size_t)k, 1.0f);
     float a[3 * 67], b[3 * 67];
-    cl_mem xd = put(cl, x, sizeof(float) * (size_t)(m * k)), wd = put(cl, nw, sizeof(float) * (size_t)k);
-    cl_mem yd = put(cl, NULL, sizeof(float) * (size_t)(m * k));
-    cl_mem y2 = put(cl, NULL, sizeof(float) * (size_t)(m * k));
-    cl_mem td = put(cl, x, sizeof(float) * (size_t)(m * k));
-    cl_mem oa = put(cl, NULL, sizeof a), ob = put(cl, NULL, sizeof b);
+    cl_mem xd = put(g_cl, x, sizeof(float) * (size_t)(m * k)), wd = put(g_cl, nw, sizeof(float) * (size_t)k);
+    cl_mem yd = put(g_cl, NULL, sizeof(float) * (size_t)(m * k)),
+           y2 = put(g_cl, NULL, sizeof(float) * (size_t)(m * k));
+    cl_mem td = put(g_cl, x, sizeof(float) * (size_t)(m * k));
+    cl_mem oa = put(g_cl, NULL, sizeof a), ob = put(g_cl, NULL, sizeof b);
     for (int fused_add = 0; fused_add < 2; fused_add++) {
         if (fused_add)
-            tern_cl_add_rmsnorm(cl, td, NULL, 1.0f, xd, wd, k, m, 1e-5f, yd);
+            tern_cl_add_rmsnorm(g_cl, td, NULL, 1.0f, xd, wd, k, m, 1e-5f, yd);
         else
-            tern_cl_rmsnorm(cl, xd, wd, k, m, 1e-5f, yd);
-        tern_cl_matmul(cl, dev, yd, m, oa);
-        tern_cl_copy(cl, yd, 0, y2, 0, sizeof(float) * (size_t)(m * k));
-        tern_cl_matmul(cl, dev, y2, m, ob);
-        get(cl, oa, a, sizeof a);
-        get(cl, ob, b, sizeof b);
+            tern_cl_rmsnorm(g_cl, xd, wd, k, m, 1e-5f, yd);
+        tern_cl_matmul(g_cl, dev, yd, m, oa);
+        tern_cl_copy(g_cl, yd, 0, y2, 0, sizeof(float) * (size_t)(m * k));
+        tern_cl_matmul(g_cl, dev, y2, m, ob);
+        get(g_cl, oa, a, sizeof a);
+        get(g_cl, ob, b, sizeof b);
         assert_memory_equal(a, b, sizeof a);
     }
-    get(cl, yd, norm_out, sizeof(float) * (size_t)(m * k));
     /* the norm's output overwritten after the norm: the product must see the new values */
-    assert_int_equal(tern_cl_write(cl, xd, 0, sizeof(float) * (size_t)(m * k), x, &err), TERN_OK);
-    tern_cl_rmsnorm(cl, xd, wd, k, m, 1e-5f, yd);
-    assert_int_equal(tern_cl_write(cl, yd, 0, sizeof(float) * (size_t)(m * k), x, &err), TERN_OK);
-    tern_cl_matmul(cl, dev, yd, m, oa);
-    tern_cl_matmul(cl, dev, xd, m, ob); /* xd holds x as well */
-    get(cl, oa, a, sizeof a);
-    get(cl, ob, b, sizeof b);
+    assert_int_equal(tern_cl_write(g_cl, xd, 0, sizeof(float) * (size_t)(m * k), x, &err), TERN_OK);
+    tern_cl_rmsnorm(g_cl, xd, wd, k, m, 1e-5f, yd);
+    assert_int_equal(tern_cl_write(g_cl, yd, 0, sizeof(float) * (size_t)(m * k), x, &err), TERN_OK);
+    tern_cl_matmul(g_cl, dev, yd, m, oa);
+    tern_cl_matmul(g_cl, dev, xd, m, ob); /* xd holds x as well */
+    get(g_cl, oa, a, sizeof a);
+    get(g_cl, ob, b, sizeof b);
     assert_memory_equal(a, b, sizeof a);
     const cl_mem bufs[] = {xd, wd, yd, y2, td, oa, ob};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        tern_cl_release(cl, bufs[i], 0);
-    tern_cl_matrix_free(cl, dev);
+    release_all(bufs, sizeof bufs / sizeof bufs[0]);
+    tern_cl_matrix_free(g_cl, dev);
     free_weights(&w);
     free(x);
     free(nw);
-}
-
-/* The same with add_rmsnorm's row held in registers (NORM_HELD=1): its own 8-bit rounding, and
- * the bits of the plain kernel's output. */
-static void test_norm_then_product(void **state) {
-    (void)state;
-    enum { N = 3 * 512 };
-    float *plain = malloc(sizeof(float) * N), *held = malloc(sizeof(float) * N);
-    char options[600];
-    const tern_opencl_params ph = with_options("-DNORM_HELD=1", options, sizeof options);
-    tern_cl *ch = open_with(&ph);
-    const uint32_t seed = g_seed; /* the same weights and inputs for both */
-    norm_then_product(g_cl, plain);
-    g_seed = seed;
-    norm_then_product(ch, held);
-    assert_memory_equal(plain, held, sizeof(float) * N);
-    tern_cl_free(ch);
-    free(plain);
-    free(held);
 }
 
 static void test_rope(void **state) {
@@ -929,12 +909,6 @@ static void test_last_group_steps(void **state) {
     tern_cl *cl3 = open_with(&p3);
     check_last_group_steps(cl3, cl0, TERN_TYPE_Q4_K, 256, 256);
     tern_cl_free(cl3);
-    /* the last group's norm with the row held in registers (NORM_HELD=1) */
-    const tern_opencl_params ph = with_options("-DNORM_HELD=1", options3, sizeof options3);
-    tern_cl *ch = open_with(&ph);
-    check_last_group_steps(ch, cl0, TERN_TYPE_Q4_K, 512, 256);
-    check_last_group_steps(ch, cl0, TERN_TYPE_Q6_K, 256, 512);
-    tern_cl_free(ch);
     tern_cl_free(cl0);
 }
 

@@ -77,7 +77,6 @@ typedef struct tern_cl_tunables {
     int mma_att;      /* attention_mma for prefill where mma is on (host only; 0: attention_tiled) */
     int inline_typed; /* common.cl's INLINE: functions taking a weight type inlined into every kernel */
     int unroll;       /* common.cl's UNROLL: loops over register arrays say #pragma unroll */
-    int norm_held;    /* ops.cl's NORM_HELD: add_rmsnorm's row held in registers */
 } tern_cl_tunables;
 
 /* CLBlastSgemm (clblast_c.h), whose enums are passed as ints: row-major 101, no transpose 111,

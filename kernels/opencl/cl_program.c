@@ -169,8 +169,6 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
          * stack array is cheap and the larger program is slower to compile */
         {"INLINE", &t->inline_typed, cl->info.is_gpu ? 1 : 0, false, 0, 1},
         {"UNROLL", &t->unroll, cl->info.is_gpu ? 1 : 0, false, 0, 1},
-        /* add_rmsnorm (and matvec_res's tail) with the row in registers (ops.cl): unmeasured */
-        {"NORM_HELD", &t->norm_held, 0, false, 0, 1},
     };
     size_t used = 0;
     defines[0] = '\0';

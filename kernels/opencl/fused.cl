@@ -19,16 +19,10 @@
         const float eps, global float *out, global uchar *x8, const int use_x8, const float ts,                 \
         global const float *bw, const int use_bw) {                                                             \
         local float red[MV_ROWS * MV_WGS];                                                                      \
-        local float xm[HELD_XM(MV_WGS)];                                                                        \
         local int last;                                                                                         \
         matvec(type, w, row_bytes, n_rows, k, x, t, 0, red, get_group_id(0));                                  \
         if (!arrive_last(counter, 1, get_num_groups(0), &last))                                                 \
             return;                                                                                             \
-        if (held_fits(n_rows, MV_WGS)) {                                                                        \
-            add_rmsnorm_held(y, t, nw, n_rows, eps, out, ts, bw, use_bw, red, MV_WGS, use_x8 ? x8 : NULL,        \
-                             (global half *)(x8 + n_rows), xm);                                                 \
-            return;                                                                                             \
-        }                                                                                                       \
         add_rmsnorm_row(y, t, nw, n_rows, eps, out, ts, bw, use_bw, red, MV_WGS);                              \
         if (use_x8)                                                                                             \
             group_x8(out, n_rows, x8, (global half *)(x8 + n_rows));                                            \

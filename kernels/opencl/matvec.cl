@@ -46,16 +46,6 @@ static inline float warp_sum(float v) {
     }
     return v;
 }
-
-/* The largest of v over the eight lanes l & ~7 .. l | 7 of a warp, in each of them. */
-static inline float lanes8_max(float v) {
-    for (int o = 1; o < 8; o <<= 1) {
-        uint t;
-        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(t) : "r"(as_uint(v)), "r"(o));
-        v = fmax(v, as_float(t));
-    }
-    return v;
-}
 #endif
 
 /* Adds the products of this work-item's pieces of rows row0 .. row0 + MV_ROWS - 1 with x (f32,

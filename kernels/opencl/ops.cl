@@ -133,120 +133,12 @@ static inline void add_rmsnorm_row(global float *restrict y, global const float 
     scale_row(y, w, scale, n, out, wgs); /* each work-item reads back only what it wrote */
 }
 
-/* NORM_HELD 1: where a row fits (held_fits), add_rmsnorm and matvec_res's tail keep the row in
- * registers (add_rmsnorm_held) instead of storing y and out and reading them back for the norm
- * and for the 8-bit rounding: a one-group kernel's time is its chain of round trips to memory.
- * 0 by default until measured on a GPU. */
-#ifndef NORM_HELD
-#define NORM_HELD 0
-#endif
-#define NORM_SLOTS 16 /* float4s per work-item: rows up to 64 wgs wide */
-/* add_rmsnorm_held's local memory for a work-group of wgs (octet_max's exchange; none with
- * shuffles) */
-#if NORM_HELD && !MV_SHFL
-#define HELD_XM(wgs) (NORM_SLOTS * (wgs))
-#else
-#define HELD_XM(wgs) 1
-#endif
-
-static inline bool held_fits(const int n, const int wgs) {
-    return NORM_HELD && n % 32 == 0 && n / 4 <= NORM_SLOTS * wgs && wgs % 32 == 0; /* whole warps */
-}
-
-/* The largest of m over the eight consecutive work-items lid & ~7 .. lid | 7, in each of them
- * (xm: wgs floats of local memory for this slot, where there are no shuffles; the caller puts a
- * barrier between writing m there and calling this). */
-static inline float octet_max(const float m, local const float *xm) {
-#if MV_SHFL
-    (void)xm;
-    return lanes8_max(m);
-#else
-    local const float *o = xm + (get_local_id(0) & ~7);
-    return fmax(fmax(fmax(o[0], o[1]), fmax(o[2], o[3])), fmax(fmax(o[4], o[5]), fmax(o[6], o[7])));
-#endif
-}
-
-/* add_rmsnorm_row for a row that fits (held_fits), held in registers: the same operations in the
- * same order (the sums of squares in add_rmsnorm_row's four chains and its fallback to one), so
- * the same bits, with y and out stored once and never read back. With levels set, out is also
- * rounded to 8 bits as quantize_block32 rounds it: a block's eight float4s are eight consecutive
- * work-items' (float4 i is work-item i % wgs's slot i / wgs), which meet for its largest
- * magnitude (octet_max; xm: HELD_XM(wgs) floats of local memory). */
-static inline void add_rmsnorm_held(global float *restrict y, global const float *restrict t,
-                                    global const float *w, const int n, const float eps, global float *out,
-                                    const float ts, global const float *bw, const int use_bw, local float *red,
-                                    const int wgs, global uchar *levels, global half *scales, local float *xm) {
-    const int lid = get_local_id(0), n4 = n / 4;
-    const float bs = use_bw ? 1.0f / sqrt(group_sum(sum_squares(t, n, wgs), red, wgs) / (float)n + eps) : 1.0f;
-    float4 v[NORM_SLOTS];
-    UNROLLED
-    for (int j = 0; j < NORM_SLOTS; j++) {
-        const int i = lid + j * wgs;
-        v[j] = i < n4 ? vload4(i, y) + ts * branch4(t, bw, i, bs, use_bw) : 0.0f;
-        if (i < n4)
-            vstore4(v[j], i, y);
-    }
-    float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-    UNROLLED
-    for (int q = 0; q < NORM_SLOTS / 4; q++) {
-        if (lid + (4 * q + 3) * wgs < n4) { /* add_rmsnorm_row's four-at-once loop */
-            a0 = mad(v[4 * q], v[4 * q], a0);
-            a1 = mad(v[4 * q + 1], v[4 * q + 1], a1);
-            a2 = mad(v[4 * q + 2], v[4 * q + 2], a2);
-            a3 = mad(v[4 * q + 3], v[4 * q + 3], a3);
-        } else { /* and its one-at-a-time loop, from the first group of four that is not whole */
-            UNROLLED
-            for (int j = 4 * q; j < 4 * q + 4; j++)
-                if (lid + j * wgs < n4)
-                    a0 = mad(v[j], v[j], a0);
-        }
-    }
-    const float4 acc = (a0 + a1) + (a2 + a3);
-    const float scale = 1.0f / sqrt(group_sum((acc.x + acc.y) + (acc.z + acc.w), red, wgs) / (float)n + eps);
-    float m[NORM_SLOTS];
-    UNROLLED
-    for (int j = 0; j < NORM_SLOTS; j++) {
-        const int i = lid + j * wgs;
-        if (i < n4) {
-            v[j] = v[j] * scale * vload4(i, w); /* scale_row's arithmetic */
-            vstore4(v[j], i, out);
-        }
-        const float4 a = fabs(v[j]);
-        m[j] = fmax(0.0f, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
-#if !MV_SHFL
-        xm[j * wgs + lid] = m[j];
-#endif
-    }
-    if (!levels)
-        return;
-#if !MV_SHFL
-    barrier(CLK_LOCAL_MEM_FENCE);
-#endif
-    UNROLLED
-    for (int j = 0; j < NORM_SLOTS; j++) {
-        const int i = lid + j * wgs;
-        const float d = octet_max(m[j], xm + j * wgs) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        if (i < n4) {
-            ((global char4 *)levels)[i] = convert_char4_sat(round(v[j] * id));
-            if (i % 8 == 0)
-                vstore_half(d, (size_t)(i / 8), scales);
-        }
-    }
-}
-
 /* add_rmsnorm_row per row, one work-group of NORM_WGS per row. */
 kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
     global float *restrict y, global const float *restrict t, global const float *w, const int n, const float eps,
     global float *out, global uchar *x8, const int use_x8, const float ts, global const float *bw, const int use_bw) {
     local float red[NORM_WGS];
-    local float xm[HELD_XM(NORM_WGS)];
-    const size_t base = (size_t)get_group_id(0) * (size_t)n, r = get_group_id(0), rows = get_num_groups(0);
-    if (held_fits(n, NORM_WGS)) { /* norm_x8's layout: the rows' levels, then their scales */
-        global half *scales = (global half *)(x8 + rows * (size_t)n) + r * (size_t)(n / 32);
-        add_rmsnorm_held(y + base, t + base, w, n, eps, out + base, ts, bw, use_bw, red, NORM_WGS,
-                         use_x8 ? x8 + r * (size_t)n : NULL, scales, xm);
-        return;
-    }
+    const size_t base = (size_t)get_group_id(0) * (size_t)n;
     add_rmsnorm_row(y + base, t + base, w, n, eps, out + base, ts, bw, use_bw, red, NORM_WGS);
     if (use_x8)
         norm_x8(out + base, n, x8);
