@@ -132,8 +132,9 @@ done
 # The tensor-core kernels, where they are on (the backend line says "tensor-core prefill"):
 # prefill attention on them (attention_mma, FA_WARPS warps of 16 queries) against
 # attention_tiled, then the product's tiles (MMA_TN x MMA_TM, each warp MMA_WN x MMA_WM; the
-# work-group is 32 (TN/WN) (TM/WM) work-items and needs 160 (TN + TM) bytes of local memory;
-# a fifth number is MMA_SPLIT, work-items per weight row in the unpacking).
+# work-group is 32 (TN/WN) (TM/WM) work-items and needs BUFS (TN + TM) (64 KP + 16) bytes of local
+# memory; a fifth number is MMA_SPLIT, work-items per weight row in the unpacking, a sixth
+# MMA_KP, pieces per stage, a seventh MMA_BUFS, the tiles' buffers).
 # TUNE_MMA_CONFIGS replaces that sweep's default, as TUNE_CONFIGS does above.
 if grep -q "tensor-core prefill" "$OUT/decode_profile.log"; then
     for o in -DMMA_ATT=0 -DMMA_ATT=1 -DFA_WARPS=2 -DFA_WARPS=8; do
@@ -142,13 +143,13 @@ if grep -q "tensor-core prefill" "$OUT/decode_profile.log"; then
         grep -h "^| t=" "$OUT/mma_att$o.log" | tail -1 | sed 's/^/   /'
         grep -hE "^ +attention_(mma|tiled) " "$OUT/mma_att$o.log" | head -1 | sed 's/^/   /'
     done
-    MMA_CONFIGS=${TUNE_MMA_CONFIGS:-"128,64,32,32 128,64,32,32,2 128,128,32,64 128,128,32,64,2 128,128,64,32,2
-        128,128,32,32,4 64,128,32,32,4 64,64,32,32,2"}
+    MMA_CONFIGS=${TUNE_MMA_CONFIGS:-"128,64,32,32 128,64,32,32,1,2,1 128,32,32,32 128,32,32,32,1,2 64,64,32,32
+        64,64,32,32,1,2 128,128,32,64 128,128,64,32 64,16,32,16,1,4"}
     for cfg in $MMA_CONFIGS; do
         cfg=${cfg//,/ }
         set -- $cfg
-        opts="-DMMA_TN=$1 -DMMA_TM=$2 -DMMA_WN=$3 -DMMA_WM=$4 -DMMA_SPLIT=${5:-1}"
-        name="mma_tn$1_tm$2_wn$3_wm$4_split${5:-1}"
+        opts="-DMMA_TN=$1 -DMMA_TM=$2 -DMMA_WN=$3 -DMMA_WM=$4 -DMMA_SPLIT=${5:-1} -DMMA_KP=${6:-1} -DMMA_BUFS=${7:-2}"
+        name="mma_tn$1_tm$2_wn$3_wm$4_split${5:-1}_kp${6:-1}_bufs${7:-2}"
         TERN_OPENCL_OPTIONS="$opts" TERN_OPENCL_PROFILE=1 "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 4 -r 2 \
             >"$OUT/$name.log" 2>&1
         echo "== $opts (exit $?):"
