@@ -143,6 +143,13 @@ if grep -q "tensor-core prefill" "$OUT/decode_profile.log"; then
         grep -h "^| t=" "$OUT/mma_att$o.log" | tail -1 | sed 's/^/   /'
         grep -hE "^ +attention_(mma|tiled) " "$OUT/mma_att$o.log" | head -1 | sed 's/^/   /'
     done
+    # where the product's time goes: each part of a stage left out in turn (TERN_MMA_DIAG, results
+    # wrong on purpose; 1 global loads, 2 mma.sync, 3 unpacking and local stores)
+    for d in 0 1 2 3; do
+        step "mma_diag$d" env TERN_OPENCL_OPTIONS="-DTERN_MMA_DIAG=$d" TERN_OPENCL_PROFILE=1 \
+            "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 4 -r 2
+        grep -hE "^ +matmul_mma_q4_k " "$OUT/mma_diag$d.log" | head -1 | sed "s/^/   diag $d: /"
+    done
     MMA_CONFIGS=${TUNE_MMA_CONFIGS:-"128,64,32,32 128,64,32,32,1,2,1 128,32,32,32 128,32,32,32,1,2 64,64,32,32
         64,64,32,32,1,2 128,128,32,64 128,128,64,32 64,16,32,16,1,4"}
     for cfg in $MMA_CONFIGS; do

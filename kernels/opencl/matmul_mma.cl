@@ -67,6 +67,17 @@
 #define MMA_KP 1
 #endif
 #define MMA_STRIDE (16 * MMA_KP + 4)
+/* TERN_MMA_DIAG (tuning only, never a default): one part of every stage left out where a launch
+ * has more than 128 tokens, so its results are wrong on purpose while the probe's self-test (70
+ * tokens) still passes and the tensor cores stay on: 1 no global loads (the first stage's words
+ * stored again), 2 no mma.sync, 3 no unpacking and local stores. What a part costs is the time
+ * it saves (tools/opencl_tune.sh). */
+#ifndef TERN_MMA_DIAG
+#define TERN_MMA_DIAG 0
+#endif
+static inline bool mma_diag_skips(const int part, const int m) {
+    return part == TERN_MMA_DIAG && m > 128;
+}
 /* MMA_BUFS: 2 (double-buffered tiles, one barrier per stage) or 1 (one buffer, a second barrier
  * per stage before its stores: half the local memory, for MMA_KP = 2 with the default tile). */
 #ifndef MMA_BUFS
@@ -302,17 +313,18 @@ TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_byt
     for (int st = 0; st < n_stages; st++) {
         const int cur = MMA_BUFS == 2 ? st & 1 : 0, nb = MMA_BUFS == 2 ? cur ^ 1 : 0, next = (st + 1) * MMA_KP;
         local uint *wn = wl + nb * MMA_TN * MMA_STRIDE, *xn = xl + nb * MMA_TM * MMA_STRIDE;
-        if (st + 1 < n_stages) {
+        if (st + 1 < n_stages && !mma_diag_skips(1, m)) {
             UNROLLED
             for (int kp = 0; kp < MMA_KP; kp++)
                 mma_load(type, w, row_bytes, n_rows, k, x, m, row0, tok0, min(next + kp, n_pieces - 1), wr[kp],
                          xr[kp]);
         }
-        mma_piece(acc, wl + (cur * MMA_TN + warp_row) * MMA_STRIDE, xl + (cur * MMA_TM + warp_tok) * MMA_STRIDE, g,
-                  t);
+        if (!mma_diag_skips(2, m))
+            mma_piece(acc, wl + (cur * MMA_TN + warp_row) * MMA_STRIDE, xl + (cur * MMA_TM + warp_tok) * MMA_STRIDE,
+                      g, t);
         if (MMA_BUFS == 1)
             barrier(CLK_LOCAL_MEM_FENCE); /* every warp has read the stage before it is overwritten */
-        if (st + 1 < n_stages) {
+        if (st + 1 < n_stages && !mma_diag_skips(3, m)) {
             UNROLLED
             for (int kp = 0; kp < MMA_KP; kp++)
                 mma_store(type, min(next + kp, n_pieces - 1), next + kp < n_pieces, wr[kp], xr[kp], wn + 16 * kp,
