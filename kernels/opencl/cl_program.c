@@ -210,8 +210,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         if (needs[i] > max_wg)
             return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                                   "work-groups of %zu are over the device's limit %zu", needs[i], max_wg);
-    /* local memory: matmul tiles (f32), the mma tiles (two buffers of f16 rows padded to 80
-     * bytes), attention's query and score rows */
+    /* local memory: matmul tiles (f32), the mma tiles (TERN_CL_MMA_LOCAL_BYTES: MMA_BUFS buffers
+     * of padded f16 rows), attention's query and score rows */
     const uint64_t local = 4u * (uint64_t)(32 * (t->mm_tn + t->mm_tm));
     const uint64_t mma_local = t->mma ? TERN_CL_MMA_LOCAL_BYTES(t->mma_tn, t->mma_tm, t->mma_kp, t->mma_bufs) : 0;
     if (local > cl->info.local_mem || mma_local > cl->info.local_mem)

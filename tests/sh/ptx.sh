@@ -25,8 +25,8 @@ defaults="-DDOT8=2 -DMV_SHFL=1 -DSYNC=2 -DMMA=2 -DMV_WGS=64 -DMV_ROWS=4 -DMM_TN=
           -DNORM_WGS=256 -DEW_WGS=64 -DATT_WGS=128 -DATT_MAX_D=256 -DATT_TQ=32 -DMMA_TN=128 -DMMA_TM=64
           -DMMA_WN=32 -DMMA_WM=32 -DFA_WARPS=4 -DINLINE=1 -DUNROLL=1"
 # OpenCL C has no `asm` keyword in clang; NVIDIA's compiler takes it as GNU C does
-if ! clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ $defaults \
-    -O3 -S -o "$tmp/program.ptx" "$tmp/program.cl" >"$tmp/clang.log" 2>&1; then
+cc1="clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ -O3"
+if ! $cc1 $defaults -S -o "$tmp/program.ptx" "$tmp/program.cl" >"$tmp/clang.log" 2>&1; then
     cat "$tmp/clang.log"
     fail "the program does not compile for nvptx64 with NVIDIA's defaults"
 elif grep -Eq "^\.func +(\(.*\) +)?(matvec_sums|matmul_mma|matmul|unpack_raw)\(" "$tmp/program.ptx"; then
@@ -34,8 +34,8 @@ elif grep -Eq "^\.func +(\(.*\) +)?(matvec_sums|matmul_mma|matmul|unpack_raw)\("
 else
     ok "the program compiles for nvptx64 with NVIDIA's defaults (files: $(echo $files | wc -w)), every typed function inlined"
 fi
-if clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ $defaults \
-    -DINLINE=0 -DUNROLL=0 -O3 -S -o "$tmp/plain.ptx" "$tmp/program.cl" >"$tmp/clang.log" 2>&1; then
+if $cc1 ${defaults/-DINLINE=1 -DUNROLL=1/-DINLINE=0 -DUNROLL=0} -S -o "$tmp/plain.ptx" "$tmp/program.cl" \
+    >"$tmp/clang.log" 2>&1; then
     ok "with INLINE=0 UNROLL=0 too (the CPU devices' choice)"
 else
     cat "$tmp/clang.log"
@@ -77,7 +77,6 @@ else
 float exp2f(float x) { float r; __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 float expf(float x) { return exp2f(x * 1.4426950408889634f); }
 CL
-    cc1="clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ -O3"
     if $cc1 -emit-llvm-bc -o "$tmp/libm.bc" "$tmp/libm.cl" &&
         $cc1 $defaults -emit-llvm-bc -o "$tmp/u.bc" "$tmp/program.cl" &&
         "llvm-link-$ver" --only-needed "$tmp/u.bc" "$clc" -o "$tmp/ul.bc" 2>"$tmp/link.log" &&
