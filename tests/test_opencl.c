@@ -1177,9 +1177,11 @@ static void test_mma_products(void **state) {
     /* other tiles (each one a build of the whole program): 64 x 128 of four warps of 32 x 64
      * with two work-items per weight row in the unpacking and two pieces per stage where the
      * kernel is mma.sync, one warp of 16 x 8 with four per row (two rows each) and four pieces
-     * per stage in one buffer everywhere (544 columns: 17 pieces, a last stage of one) */
-    const char *tiles[] = {"-DMMA_TN=16 -DMMA_TM=8 -DMMA_WN=16 -DMMA_WM=8 -DMMA_SPLIT=4 -DMMA_KP=4 -DMMA_BUFS=1",
-                           "-DMMA_TN=64 -DMMA_TM=128 -DMMA_WN=32 -DMMA_WM=64 -DMMA_SPLIT=2 -DMMA_KP=2"};
+     * per stage in one buffer everywhere (544 columns: 17 pieces, a last stage of one); both with
+     * the activations rounded to f16 before the product (MMA_XH) */
+    const char *tiles[] = {
+        "-DMMA_TN=16 -DMMA_TM=8 -DMMA_WN=16 -DMMA_WM=8 -DMMA_SPLIT=4 -DMMA_KP=4 -DMMA_BUFS=1 -DMMA_XH=1",
+        "-DMMA_TN=64 -DMMA_TM=128 -DMMA_WN=32 -DMMA_WM=64 -DMMA_SPLIT=2 -DMMA_KP=2 -DMMA_XH=1"};
     const size_t n_tiles = strstr(tern_cl_device(g_cl)->vendor, "NVIDIA") ? 2 : 1;
     for (size_t i = 0; i < n_tiles; i++) {
         cl = open_mma(TERN_OPENCL_MMA_ON, tiles[i]);

@@ -137,11 +137,11 @@ done
 # MMA_KP, pieces per stage, a seventh MMA_BUFS, the tiles' buffers).
 # TUNE_MMA_CONFIGS replaces that sweep's default, as TUNE_CONFIGS does above.
 if grep -q "tensor-core prefill" "$OUT/decode_profile.log"; then
-    for o in -DMMA_ATT=0 -DMMA_ATT=1 -DFA_WARPS=2 -DFA_WARPS=8; do
+    for o in -DMMA_ATT=0 -DMMA_ATT=1 -DFA_WARPS=2 -DFA_WARPS=8 -DMMA_XH=0 -DMMA_XH=1; do
         step "mma_att$o" env TERN_OPENCL_OPTIONS="$o" TERN_OPENCL_PROFILE=1 \
             "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 16 -r 2
         grep -h "^| t=" "$OUT/mma_att$o.log" | tail -1 | sed 's/^/   /'
-        grep -hE "^ +attention_(mma|tiled) " "$OUT/mma_att$o.log" | head -1 | sed 's/^/   /'
+        grep -hE "^ +(attention_(mma|tiled)|matmul_mma_q4_k|mma_x_half) " "$OUT/mma_att$o.log" | sed 's/^/   /'
     done
     # where the product's time goes: each part of a stage left out in turn (TERN_MMA_DIAG, results
     # wrong on purpose; 1 global loads, 2 mma.sync, 3 unpacking and local stores)

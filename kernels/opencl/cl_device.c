@@ -43,7 +43,7 @@ void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
         rounded[d] = (global[d] + local[d] - 1) / local[d] * local[d];
     }
     if (!cl->keep_x8)
-        cl->x8_of = NULL; /* the kernel may write the buffer x8 was rounded from */
+        cl->x8_of = cl->xh_of = NULL; /* the kernel may write the buffer x8 or xh was rounded from */
     cl_int rc = cl->api.EnqueueNDRangeKernel(cl->queue, kernel, dims, NULL, rounded, local, 0, NULL,
                                              tern_cl_profile_slot(cl));
     if (rc != CL_SUCCESS) {
@@ -155,6 +155,8 @@ void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes) {
         return;
     if (mem == cl->x8_of)
         cl->x8_of = NULL; /* a later buffer may get the same handle */
+    if (mem == cl->xh_of)
+        cl->xh_of = NULL;
     cl->api.ReleaseMemObject(mem);
     cl->bytes -= bytes <= cl->bytes ? bytes : cl->bytes;
 }
@@ -239,6 +241,8 @@ tern_status tern_cl_write(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, 
                           tern_error *err) {
     if (mem == cl->x8_of)
         cl->x8_of = NULL; /* x8 no longer holds what it was rounded from */
+    if (mem == cl->xh_of)
+        cl->xh_of = NULL;
     if (!cl->failed) {
         const double t0 = tern_cl_profile_clock(cl);
         cl_int rc = cl->api.EnqueueWriteBuffer(cl->queue, mem, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
@@ -255,6 +259,8 @@ tern_status tern_cl_write(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, 
 void tern_cl_copy(tern_cl *cl, cl_mem src, size_t src_offset, cl_mem dst, size_t dst_offset, size_t bytes) {
     if (dst == cl->x8_of)
         cl->x8_of = NULL;
+    if (dst == cl->xh_of)
+        cl->xh_of = NULL;
     if (cl->failed || bytes == 0)
         return;
     cl_int rc = cl->api.EnqueueCopyBuffer(cl->queue, src, dst, src_offset, dst_offset, bytes, 0, NULL, NULL);
@@ -354,6 +360,8 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
         st = make_kernel(cl, ops[i].name, ops[i].local, ops[i].out, err);
     if (st == TERN_OK && t->mma)
         st = make_kernel(cl, "attention_mma", (size_t)(32 * t->fa_warps), &cl->attention_mma, err);
+    if (st == TERN_OK && t->mma)
+        st = make_kernel(cl, "mma_x_half", 0, &cl->mma_x_half, err);
     /* attention_tiled where its 4 ATT_TQ work-items and its local memory fit */
     size_t allowed = 0;
     cl->att_tiled = st == TERN_OK &&
@@ -533,7 +541,7 @@ void tern_cl_free(tern_cl *cl) {
     cl_kernel ops[] = {cl->rmsnorm,  cl->add_rmsnorm, cl->rope,           cl->glu,     cl->add,
                        cl->add_bias, cl->kv_store,    cl->attention,      cl->read_bw, cl->attention_merge,
                        cl->rope_kv,  cl->quantize_x8, cl->attention_tiled, cl->norm_rope_kv, cl->softcap,
-                       cl->attention_mma};
+                       cl->attention_mma, cl->mma_x_half};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i])
             cl->api.ReleaseKernel(ops[i]);
@@ -543,6 +551,7 @@ void tern_cl_free(tern_cl *cl) {
     for (int i = 0; i < 2; i++)
         tern_cl_release(cl, cl->x8[i], cl->x8_bytes[i]);
     tern_cl_release(cl, cl->counters, cl->counters_bytes);
+    tern_cl_release(cl, cl->xh, cl->xh_bytes);
     if (cl->program && !cl->attached)
         cl->api.ReleaseProgram(cl->program);
     if (cl->queue)

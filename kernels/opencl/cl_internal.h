@@ -68,7 +68,7 @@ typedef struct tern_cl_tunables {
     int norm_wgs, ew_wgs;           /* ops.cl */
     int att_wgs, att_max_d, att_tq; /* attention.cl */
     int mma;                        /* matmul_mma.cl's MMA: 0 not built, 1 portable, 2 mma.sync */
-    int mma_tn, mma_tm, mma_wn, mma_wm, mma_split, mma_kp, mma_bufs;
+    int mma_tn, mma_tm, mma_wn, mma_wm, mma_split, mma_kp, mma_bufs, mma_xh;
     int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */
     int res_max;      /* matvec_res for residuals up to this wide (host only) */
     int att_span_min; /* decode attention's fewest keys per span (host only) */
@@ -131,7 +131,7 @@ struct tern_cl {
      * [5] matmul_mma (only where MMA is built), [6] matvec_res, [7] matvec3_rope */
     char names[8][TERN_TYPE_COUNT][20];
     cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
-        norm_rope_kv, softcap, quantize_x8, attention_tiled, attention_mma;
+        norm_rope_kv, softcap, quantize_x8, attention_tiled, attention_mma, mma_x_half;
     uint64_t launches; /* enqueued kernels (tern_cl_launches) */
     bool att_tiled;    /* attention_tiled fits the device (work-group and local memory) */
     cl_kernel read_bw; /* bandwidth.cl: the read-bandwidth probe (cl_bandwidth.c) */
@@ -164,6 +164,11 @@ struct tern_cl {
     int64_t x8_m, x8_k;
     int x8_at, x8_next;
     bool keep_x8;
+    /* a prefill product's activations rounded to f16 (MMA_XH), kept like x8 while only products
+     * launch: xh holds xh_of (xh_m rows of xh_k) */
+    cl_mem xh, xh_of;
+    size_t xh_bytes;
+    int64_t xh_m, xh_k;
     cl_mem counters; /* arrive_last's counters (SYNC), zeroed, grown on first use */
     size_t counters_bytes;
 

@@ -46,11 +46,35 @@ enum { ATT_POS0 = 21, ATT_TOKENS = 70, ATT_HEADS = 4, ATT_KV_HEADS = 2, ATT_D = 
 /* RMS of mma - portable over RMS of portable: f16 rounding gives ~3e-4, a wrong fragment O(1). */
 #define TEST_RMS_ALLOWED 5e-3
 
+/* x (m rows of k) rounded to f16 for MMA_XH, once for the products that read the same x; NULL
+ * when the scratch failed (remembered in cl). */
+static cl_mem x_half(tern_cl *cl, cl_mem x, int64_t m, int64_t k) {
+    if (cl->xh_of == x && cl->xh_m == m && cl->xh_k == k)
+        return cl->xh;
+    if (!tern_cl_ensure_scratch(cl, &cl->xh, &cl->xh_bytes, (size_t)(m * k) * 2))
+        return NULL;
+    const cl_int n4 = (cl_int)(m * k / 4);
+    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(cl->xh), TERN_CL_ARG(n4)};
+    const size_t global[1] = {(size_t)n4}, local[1] = {(size_t)cl->tune.ew_wgs};
+    cl->keep_x8 = true; /* it reads x only */
+    tern_cl_launch(cl, cl->mma_x_half, "mma_x_half", 3, args, 1, global, local, (uint64_t)(m * k) * 6);
+    cl->keep_x8 = false;
+    cl->xh_of = x;
+    cl->xh_m = m;
+    cl->xh_k = k;
+    return cl->xh;
+}
+
 void tern_cl_matmul_mma(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part *part, cl_mem x, int64_t m,
                         cl_mem y) {
     const tern_cl_tunables *t = &cl->tune;
-    tern_cl_gemm_launch(cl, cl->matmul_mma[w->type], cl->names[5][w->type], w, part, x, m, y, t->mma_tn, t->mma_tm,
-                        (size_t)(32 * (t->mma_tn / t->mma_wn) * (t->mma_tm / t->mma_wm)));
+    const cl_mem xin = t->mma_xh ? x_half(cl, x, m, w->k) : x;
+    if (!xin)
+        return;
+    cl->keep_x8 = true; /* a product: it reads x (and xh) only */
+    tern_cl_gemm_launch(cl, cl->matmul_mma[w->type], cl->names[5][w->type], w, part, xin, m, y, t->mma_tn,
+                        t->mma_tm, (size_t)(32 * (t->mma_tn / t->mma_wn) * (t->mma_tm / t->mma_wm)));
+    cl->keep_x8 = false;
 }
 
 /* A prefill batch's attention: attention_mma (tensor cores) or attention_tiled, whose work-groups
@@ -139,6 +163,10 @@ static void probe_close(tern_cl *p) {
         p->api.ReleaseKernel(p->attention_tiled);
     if (p->attention_mma)
         p->api.ReleaseKernel(p->attention_mma);
+    if (p->mma_x_half)
+        p->api.ReleaseKernel(p->mma_x_half);
+    if (p->xh)
+        p->api.ReleaseMemObject(p->xh);
     if (p->program)
         p->api.ReleaseProgram(p->program);
     if (p->queue)
@@ -300,9 +328,11 @@ static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
     p->context = NULL;
     p->queue = NULL;
     p->program = NULL;
-    p->matmul[TERN_TYPE_Q4_K] = p->matmul_mma[TERN_TYPE_Q4_K] = p->attention_tiled = p->attention_mma = NULL;
-    p->tile = p->ids = p->att_part = p->x8[0] = p->x8[1] = p->x8_of = p->counters = NULL;
+    p->matmul[TERN_TYPE_Q4_K] = p->matmul_mma[TERN_TYPE_Q4_K] = NULL;
+    p->attention_tiled = p->attention_mma = p->mma_x_half = NULL;
+    p->tile = p->ids = p->att_part = p->x8[0] = p->x8[1] = p->x8_of = p->counters = p->xh = p->xh_of = NULL;
     p->tile_bytes = p->ids_bytes = p->att_part_bytes = p->x8_bytes[0] = p->x8_bytes[1] = p->counters_bytes = 0;
+    p->xh_bytes = 0;
     p->bytes = 0;
     p->profile = NULL;
     p->failed = TERN_OK;
@@ -326,6 +356,7 @@ static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
         !(p->matmul_mma[TERN_TYPE_Q4_K] = api->CreateKernel(p->program, cl->names[5][TERN_TYPE_Q4_K], &rc)) ||
         rc != CL_SUCCESS || !(p->attention_tiled = api->CreateKernel(p->program, "attention_tiled", &rc)) ||
         rc != CL_SUCCESS || !(p->attention_mma = api->CreateKernel(p->program, "attention_mma", &rc)) ||
+        rc != CL_SUCCESS || !(p->mma_x_half = api->CreateKernel(p->program, "mma_x_half", &rc)) ||
         rc != CL_SUCCESS)
         goto fail;
     free(bin);

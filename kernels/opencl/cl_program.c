@@ -147,6 +147,9 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
          * per stage; 1: two, in half the local memory): unmeasured on a GPU */
         {"MMA_KP", &t->mma_kp, 1, true, 1, 4},
         {"MMA_BUFS", &t->mma_bufs, 2, false, 1, 2},
+        /* the activations rounded to f16 once per product input rather than by every tile
+         * (half the bytes of x per stage; the same results): unmeasured on a GPU */
+        {"MMA_XH", &t->mma_xh, 0, false, 0, 1},
         /* the last work-group runs the next op (common.cl): with PTX's fence on NVIDIA, with
          * mem_fence on CPU devices (PoCL, where the tests run); other GPUs keep separate launches
          * until measured there */

@@ -93,7 +93,18 @@ static inline bool mma_diag_skips(const int part, const int m) {
 #define MMA_SPLIT 1
 #endif
 #define MMA_PART (PIECE / MMA_SPLIT)
-/* what one work-item loads per piece: (parts of) rows of weights, float4s of activations */
+/* MMA_XH 1: the activations arrive rounded to f16 (mma_x_half, once per product input, the same
+ * rounding as pack_half2's), so a stage loads half the bytes of x and stores them as they are;
+ * 0: f32, rounded by each tile as it stores them. The same bits either way. */
+#ifndef MMA_XH
+#define MMA_XH 0
+#endif
+#if MMA_XH
+typedef uint2 mma_x4; /* 4 activations: f16 pairs, the first in the low half */
+#else
+typedef float4 mma_x4;
+#endif
+/* what one work-item loads per piece: (parts of) rows of weights, 4-column groups of activations */
 #define MMA_WROWS ((MMA_TN * MMA_SPLIT + MMA_THREADS - 1) / MMA_THREADS)
 #define MMA_XV ((MMA_TM * (PIECE / 4) + MMA_THREADS - 1) / MMA_THREADS)
 
@@ -110,12 +121,19 @@ static inline uint pack_half2(const float lo, const float hi) {
 #endif
 }
 
+/* mma_x_half: n4 float4s of x rounded to f16 (to nearest even) for MMA_XH. Global size n4. */
+kernel void mma_x_half(global const float *x, global half *xh, const int n4) {
+    const int i = get_global_id(0);
+    if (i < n4)
+        vstore_half4_rte(vload4(i, x), i, xh);
+}
+
 /* The global loads of piece p: this work-item's weight rows (raw, unpacked after the products of
- * the piece before) and its float4s of activations (4 columns of a token). Rows and tokens past
- * the end repeat the last one (never stored). */
+ * the piece before) and its groups of activations (4 columns of a token; x holds halves with
+ * MMA_XH). Rows and tokens past the end repeat the last one (never stored). */
 TYPED void mma_load(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                     const int k, global const float *x, const int m, const int row0, const int tok0,
-                    const int p, piece_raw *wr, float4 *xr) {
+                    const int p, piece_raw *wr, mma_x4 *xr) {
     const int lid = get_local_id(0), run_len = PIECE / piece_runs(type);
     UNROLLED
     for (int j = 0; j < MMA_WROWS; j++) {
@@ -127,7 +145,12 @@ TYPED void mma_load(const int type, global const uchar *w, const ulong row_bytes
         const int e = min(lid + j * MMA_THREADS, MMA_TM * (PIECE / 4) - 1);
         const int t = e / (PIECE / 4), i0 = 4 * (e % (PIECE / 4));
         const int col = run_start(type, p, i0 / run_len) + i0 % run_len;
-        xr[j] = vload4(0, x + (size_t)min(tok0 + t, m - 1) * (size_t)k + col);
+        const size_t at = (size_t)min(tok0 + t, m - 1) * (size_t)k + col;
+#if MMA_XH
+        xr[j] = *(global const uint2 *)((global const half *)x + at); /* col is a multiple of 4 */
+#else
+        xr[j] = vload4(0, x + at);
+#endif
     }
 }
 
@@ -178,7 +201,7 @@ TYPED void mma_part_halves(const int type, const piece_raw r, const int p, const
 
 /* The loaded piece p into the tiles: weights dequantized as the reference does, then rounded;
  * zeros where the piece is past the row's end (live false: a last stage of fewer pieces). */
-TYPED void mma_store(const int type, const int p, const bool live, const piece_raw *wr, const float4 *xr,
+TYPED void mma_store(const int type, const int p, const bool live, const piece_raw *wr, const mma_x4 *xr,
                      local uint *wl, local uint *xl) {
     const int lid = get_local_id(0);
     UNROLLED
@@ -212,8 +235,12 @@ TYPED void mma_store(const int type, const int p, const bool live, const piece_r
         if (e >= MMA_TM * (PIECE / 4))
             break;
         const int t = e / (PIECE / 4), i0 = 4 * (e % (PIECE / 4));
+#if MMA_XH
+        *(local uint2 *)(xl + t * MMA_STRIDE + i0 / 2) = xr[j];
+#else
         *(local uint2 *)(xl + t * MMA_STRIDE + i0 / 2) =
             (uint2)(pack_half2(xr[j].x, xr[j].y), pack_half2(xr[j].z, xr[j].w));
+#endif
     }
 }
 
@@ -302,7 +329,7 @@ TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_byt
      * loaded again (in bounds) and its weights stored as zeros */
     const int n_stages = (n_pieces + MMA_KP - 1) / MMA_KP;
     piece_raw wr[MMA_KP][MMA_WROWS];
-    float4 xr[MMA_KP][MMA_XV];
+    mma_x4 xr[MMA_KP][MMA_XV];
     UNROLLED
     for (int kp = 0; kp < MMA_KP; kp++)
         mma_load(type, w, row_bytes, n_rows, k, x, m, row0, tok0, min(kp, n_pieces - 1), wr[kp], xr[kp]);
