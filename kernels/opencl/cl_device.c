@@ -150,13 +150,17 @@ tern_status tern_cl_alloc(tern_cl *cl, size_t bytes, const void *host, cl_mem *o
     return TERN_OK;
 }
 
+void tern_cl_forget_rounded(tern_cl *cl, cl_mem mem) {
+    if (mem == cl->x8_of)
+        cl->x8_of = NULL;
+    if (mem == cl->xh_of)
+        cl->xh_of = NULL;
+}
+
 void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes) {
     if (!mem)
         return;
-    if (mem == cl->x8_of)
-        cl->x8_of = NULL; /* a later buffer may get the same handle */
-    if (mem == cl->xh_of)
-        cl->xh_of = NULL;
+    tern_cl_forget_rounded(cl, mem); /* a later buffer may get the same handle */
     cl->api.ReleaseMemObject(mem);
     cl->bytes -= bytes <= cl->bytes ? bytes : cl->bytes;
 }
@@ -239,10 +243,7 @@ tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, v
 
 tern_status tern_cl_write(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, const void *host,
                           tern_error *err) {
-    if (mem == cl->x8_of)
-        cl->x8_of = NULL; /* x8 no longer holds what it was rounded from */
-    if (mem == cl->xh_of)
-        cl->xh_of = NULL;
+    tern_cl_forget_rounded(cl, mem);
     if (!cl->failed) {
         const double t0 = tern_cl_profile_clock(cl);
         cl_int rc = cl->api.EnqueueWriteBuffer(cl->queue, mem, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
@@ -257,10 +258,7 @@ tern_status tern_cl_write(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, 
 }
 
 void tern_cl_copy(tern_cl *cl, cl_mem src, size_t src_offset, cl_mem dst, size_t dst_offset, size_t bytes) {
-    if (dst == cl->x8_of)
-        cl->x8_of = NULL;
-    if (dst == cl->xh_of)
-        cl->xh_of = NULL;
+    tern_cl_forget_rounded(cl, dst);
     if (cl->failed || bytes == 0)
         return;
     cl_int rc = cl->api.EnqueueCopyBuffer(cl->queue, src, dst, src_offset, dst_offset, bytes, 0, NULL, NULL);

@@ -226,6 +226,8 @@ bool tern_cl_ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes
  * records what x8 holds. */
 cl_mem tern_cl_x8_for(tern_cl *cl, int64_t width, int64_t n_rows);
 void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows);
+/* mem is about to change or go: x8 and xh no longer hold what was rounded from it. */
+void tern_cl_forget_rounded(tern_cl *cl, cl_mem mem);
 /* A buffer of at least n zeroed counters for arrive_last (common.cl), which leaves them zero;
  * NULL, with the failure remembered, when the device cannot allocate it. */
 cl_mem tern_cl_counters(tern_cl *cl, size_t n);

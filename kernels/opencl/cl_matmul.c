@@ -344,8 +344,10 @@ bool tern_cl_matmul_residual(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, cl_
                    (uint64_t)rows * w->row_bytes + (uint64_t)(k + 5 * rows) * 4);
     if (use_x8)
         tern_cl_x8_holds(cl, out, rows, 1);
-    else if (cl->x8_of == y || cl->x8_of == out)
-        cl->x8_of = NULL;
+    else {
+        tern_cl_forget_rounded(cl, y);
+        tern_cl_forget_rounded(cl, out);
+    }
     return true;
 }
 

@@ -71,8 +71,7 @@ void tern_cl_matmul_mma(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part
     const cl_mem xin = t->mma_xh ? x_half(cl, x, m, w->k) : x;
     if (!xin)
         return;
-    if (cl->x8_of == y || cl->xh_of == y)
-        cl->x8_of = cl->xh_of = NULL; /* y is rewritten: what was rounded from it is stale */
+    tern_cl_forget_rounded(cl, y); /* y is rewritten */
     cl->keep_x8 = true; /* a product: it reads x (and xh) and writes y only */
     tern_cl_gemm_launch(cl, cl->matmul_mma[w->type], cl->names[5][w->type], w, part, xin, m, y, t->mma_tn,
                         t->mma_tm, (size_t)(32 * (t->mma_tn / t->mma_wn) * (t->mma_tm / t->mma_wm)));
