@@ -702,9 +702,10 @@ static void test_kv_attention(void **state) {
         check_kv_attention(g_cl, 150, 50, q8);
         check_kv_attention(g_cl, 190, 10, q8);
     }
-    /* the prefill kernel with 16 queries per work-group, as on devices with 32 KB of local memory */
+    /* the prefill kernel with 16 queries per work-group, as on devices with 32 KB of local memory,
+     * and the decode kernel with one key group (every work-item walks all of a chunk's keys) */
     char options[600];
-    const tern_opencl_params p = with_options("-DATT_TQ=16", options, sizeof options);
+    const tern_opencl_params p = with_options("-DATT_TQ=16 -DATT_KG=1", options, sizeof options);
     tern_cl *cl = open_with(&p);
     check_kv_attention(cl, 150, 50, 0);
     check_kv_attention(cl, 150, 50, 3);
@@ -1178,10 +1179,11 @@ static void test_mma_products(void **state) {
      * with two work-items per weight row in the unpacking and two pieces per stage where the
      * kernel is mma.sync, one warp of 16 x 8 with four per row (two rows each) and four pieces
      * per stage in one buffer everywhere (544 columns: 17 pieces, a last stage of one); both with
-     * the activations rounded to f16 before the product (MMA_XH) */
+     * the activations in f32, rounded by each tile (MMA_XH=0; the default rounds them once before
+     * the product), and in one buffer (KP=2 in two is over NVIDIA's 48 KB of local memory) */
     const char *tiles[] = {
-        "-DMMA_TN=16 -DMMA_TM=8 -DMMA_WN=16 -DMMA_WM=8 -DMMA_SPLIT=4 -DMMA_KP=4 -DMMA_BUFS=1 -DMMA_XH=1",
-        "-DMMA_TN=64 -DMMA_TM=128 -DMMA_WN=32 -DMMA_WM=64 -DMMA_SPLIT=2 -DMMA_KP=2 -DMMA_XH=1"};
+        "-DMMA_TN=16 -DMMA_TM=8 -DMMA_WN=16 -DMMA_WM=8 -DMMA_SPLIT=4 -DMMA_KP=4 -DMMA_BUFS=1 -DMMA_XH=0",
+        "-DMMA_TN=64 -DMMA_TM=128 -DMMA_WN=32 -DMMA_WM=64 -DMMA_SPLIT=2 -DMMA_KP=2 -DMMA_BUFS=1 -DMMA_XH=0"};
     const size_t n_tiles = strstr(tern_cl_device(g_cl)->vendor, "NVIDIA") ? 2 : 1;
     for (size_t i = 0; i < n_tiles; i++) {
         cl = open_mma(TERN_OPENCL_MMA_ON, tiles[i]);

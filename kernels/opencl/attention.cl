@@ -17,7 +17,8 @@
  *   split, 32 heads are 32 work-groups on a GPU with 100+ compute units, each walking the whole
  *   context alone. Within a span the keys go by in chunks of ATT_WGS, one per work-item:
  *   scores, then an online softmax (running maximum m and sum l; earlier partial sums are
- *   rescaled by exp(m_old - m_new)), and each work-item accumulates its own output dimensions.
+ *   rescaled by exp(m_old - m_new)), and each work-item accumulates its own output dimensions
+ *   over its key group's share of the chunk (ATT_KG).
  *   With one split the result is written normalized; with more, each span writes (its
  *   unnormalized output, m, l) to `part` and attention_merge combines the spans the same way.
  *   Whichever writes the output can also write it rounded for the next int8 product (head_x8).
@@ -35,7 +36,15 @@
 #ifndef ATT_V_STEP
 #define ATT_V_STEP 16
 #endif
-#define ATT_DIMS_PER_ITEM ((ATT_MAX_D + ATT_WGS - 1) / ATT_WGS)
+/* ATT_KG: groups of work-items that split a chunk's keys in the decode kernel's value loop. Each
+ * group of ATT_KG_ITEMS covers every output dimension for its share of the keys, so a work-item's
+ * chain of dependent steps is ATT_KG times shorter; the groups' sums meet in local memory once per
+ * span. 1: every work-item walks all of a chunk's keys for its dimensions. */
+#ifndef ATT_KG
+#define ATT_KG 1
+#endif
+#define ATT_KG_ITEMS (ATT_WGS / ATT_KG)
+#define ATT_DIMS_PER_ITEM ((ATT_MAX_D + ATT_KG_ITEMS - 1) / ATT_KG_ITEMS)
 
 static inline size_t kv_bytes(const int width, const int q8) {
     return q8 ? (size_t)(width / 32) * 34 : (size_t)width * 2;
@@ -224,32 +233,62 @@ static inline void head_x8(global const float *out_row, const int h, const int t
                  (size_t)h * (size_t)(dv / 32));
 }
 
+/* The work-group's maximum (is_max) or sum of v, in every work-item; red holds ATT_WGS floats.
+ * With warp shuffles (ATT_SHFL, NVIDIA's, where MV_SHFL has them) each warp reduces its own and
+ * the warps meet through red: two barriers instead of group_max's and group_sum's nine. */
+#ifndef ATT_SHFL
+#define ATT_SHFL MV_SHFL
+#endif
+static inline float att_reduce(const float v, local float *red, const bool is_max) {
+#if ATT_SHFL && MV_SHFL && ATT_WGS % 32 == 0
+    const int lid = get_local_id(0);
+    const float w = is_max ? warp_max(v) : warp_sum(v);
+    if (lid % 32 == 0)
+        red[lid / 32] = w;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float r = red[0];
+    for (int i = 1; i < ATT_WGS / 32; i++)
+        r = is_max ? fmax(r, red[i]) : r + red[i];
+    barrier(CLK_LOCAL_MEM_FENCE); /* red is free again for the next call */
+    return r;
+#else
+    return is_max ? group_max(v, red, ATT_WGS) : group_sum(v, red, ATT_WGS);
+#endif
+}
+
 /* The spans of query row qrow (head h of token t): out = sum_s e_s acc_s / sum_s e_s l_s,
  * e_s = exp(m_s - max m), written (and rounded for the next product, use_x8) by one work-group of
- * ATT_WGS: attention_merge's, or attention's last span (SYNC). */
+ * ATT_WGS: attention_merge's, or attention's last span (SYNC). Work-item s takes span s's m and l
+ * (n_splits <= ATT_WGS: the host's bound), so the maximum and the sum are one reduction each
+ * rather than a loop of dependent loads per work-item; the weights e_s go through local memory e
+ * (ATT_WGS floats) and each output dimension sums the spans with ATT_MERGE_STEP loads issued at
+ * once (see dot_f16). */
+#ifndef ATT_MERGE_STEP
+#define ATT_MERGE_STEP 8
+#endif
 static inline void merge_spans(global const float *part, const int n_splits, const int n_head, const int dv,
                                const int h, const int t, const int n_tokens, global float *out, global uchar *x8,
-                               const int use_x8) {
+                               const int use_x8, local float *e, local float *red) {
     const int lid = get_local_id(0);
-    const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
-    global const float *p = part + qrow * (size_t)n_splits * (size_t)(dv + 2);
-    float mx = -INFINITY;
-    for (int s = 0; s < n_splits; s++)
-        mx = fmax(mx, p[(size_t)s * (dv + 2) + dv]);
-    float l = 0.0f;
-    for (int s = 0; s < n_splits; s++) {
-        global const float *ps = p + (size_t)s * (dv + 2);
-        l += ps[dv + 1] > 0.0f ? exp(ps[dv] - mx) * ps[dv + 1] : 0.0f;
-    }
-    const float inv = 1.0f / l;
+    const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h, stride = (size_t)(dv + 2);
+    global const float *p = part + qrow * (size_t)n_splits * stride;
+    const float ms = lid < n_splits ? p[(size_t)lid * stride + dv] : -INFINITY;
+    const float ls = lid < n_splits ? p[(size_t)lid * stride + dv + 1] : 0.0f;
+    const float mx = att_reduce(ms, red, true);
+    const float es = ls > 0.0f ? exp(ms - mx) : 0.0f; /* an empty span (l = 0) counts for nothing */
+    e[lid] = es;
+    const float inv = 1.0f / att_reduce(es * ls, red, false); /* its barriers also make e visible */
     for (int d = lid; d < dv; d += ATT_WGS) {
-        float a = 0.0f;
-        for (int s = 0; s < n_splits; s++) {
-            global const float *ps = p + (size_t)s * (dv + 2);
-            if (ps[dv + 1] > 0.0f)
-                a = mad(exp(ps[dv] - mx), ps[d], a);
-        }
-        out[qrow * (size_t)dv + d] = a * inv;
+        float a0 = 0.0f, a1 = 0.0f;
+        for (int s0 = 0; s0 < n_splits; s0 += ATT_MERGE_STEP)
+#pragma unroll
+            for (int u = 0; u < ATT_MERGE_STEP; u += 2) {
+                if (s0 + u < n_splits)
+                    a0 = mad(e[s0 + u], p[(size_t)(s0 + u) * stride + d], a0);
+                if (s0 + u + 1 < n_splits)
+                    a1 = mad(e[s0 + u + 1], p[(size_t)(s0 + u + 1) * stride + d], a1);
+            }
+        out[qrow * (size_t)dv + d] = (a0 + a1) * inv;
     }
     if (use_x8)
         head_x8(out + qrow * (size_t)dv, h, t, n_tokens, n_head, dv, x8);
@@ -260,6 +299,15 @@ static inline float cap_score(const float s, const float softcap) {
     return softcap > 0.0f ? softcap * tanh(s / softcap) : s;
 }
 
+/* Dimension d of the span's output: its key groups' sums. */
+static inline float span_value(local const float *vsum, const int d) {
+    float a = vsum[d];
+    UNROLLED
+    for (int g = 1; g < ATT_KG; g++)
+        a += vsum[g * ATT_MAX_D + d];
+    return a;
+}
+
 kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     global const float *q, global const uchar *kc, global const uchar *vc, global float *out, const int pos0,
     const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width, const int v_width,
@@ -268,9 +316,10 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     local float ql[ATT_MAX_D];
     local float pl[ATT_WGS];
     local float red[ATT_WGS];
+    local float vsum[ATT_KG * ATT_MAX_D]; /* the key groups' sums of the span, [group][dimension] */
     local int last;
     const int h = get_group_id(0), split = get_group_id(1), n_splits = get_num_groups(1);
-    const int t = get_group_id(2), lid = get_local_id(0);
+    const int t = get_group_id(2), lid = get_local_id(0), kg = lid / ATT_KG_ITEMS, kl = lid % ATT_KG_ITEMS;
     const int hk = h / (n_head / n_head_kv);
     const int pos = pos0 + t;
     const int first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
@@ -295,74 +344,67 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
                                                 scale,
                                             softcap)
                                 : -INFINITY;
-        const float m_new = fmax(m, group_max(s, red, ATT_WGS));
+        const float m_new = fmax(m, att_reduce(s, red, true));
         const float p = lid < n ? exp(s - m_new) : 0.0f;
         pl[lid] = p;
         const float corr = exp(m - m_new); /* 0 on the first chunk (m = -inf) */
-        l = l * corr + group_sum(p, red, ATT_WGS);
+        l = l * corr + att_reduce(p, red, false);
         m = m_new;
-        /* group_sum's barriers also made pl visible */
+        /* att_reduce's barriers also made pl visible. Key group kg takes keys i0 .. i0 + nk - 1 of
+         * the chunk; each step issues the loads of ATT_V_STEP keys at once (see dot_f16) */
+        const int per = (n + ATT_KG - 1) / ATT_KG, i0 = min(n, kg * per), nk = min(n, i0 + per) - i0;
+        local const float *pk = pl + i0;
+        global const uchar *vk = vh + (size_t)(c0 + i0) * v_row;
         UNROLLED
         for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
-            const int d = lid + j * ATT_WGS;
-            if (d < dv && !v_q8) {
-                global const half *vd = (global const half *)(vh + (size_t)c0 * v_row) + d;
-                /* four chains; ATT_V_STEP keys' loads issued at once (see dot_f16) */
-                float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-                int i = 0;
-                for (; i + ATT_V_STEP <= n; i += ATT_V_STEP) {
+            const int d = kl + j * ATT_KG_ITEMS;
+            if (d >= dv)
+                continue;
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            if (!v_q8) {
+                global const half *vd = (global const half *)vk + d;
+                for (int i = 0; i < nk; i += ATT_V_STEP)
 #pragma unroll
                     for (int u = 0; u < ATT_V_STEP; u += 4) {
-                        a0 = mad(pl[i + u], vload_half((size_t)(i + u) * (size_t)v_width, vd), a0);
-                        a1 = mad(pl[i + u + 1], vload_half((size_t)(i + u + 1) * (size_t)v_width, vd), a1);
-                        a2 = mad(pl[i + u + 2], vload_half((size_t)(i + u + 2) * (size_t)v_width, vd), a2);
-                        a3 = mad(pl[i + u + 3], vload_half((size_t)(i + u + 3) * (size_t)v_width, vd), a3);
+                        if (i + u < nk)
+                            a0 = mad(pk[i + u], vload_half((size_t)(i + u) * (size_t)v_width, vd), a0);
+                        if (i + u + 1 < nk)
+                            a1 = mad(pk[i + u + 1], vload_half((size_t)(i + u + 1) * (size_t)v_width, vd), a1);
+                        if (i + u + 2 < nk)
+                            a2 = mad(pk[i + u + 2], vload_half((size_t)(i + u + 2) * (size_t)v_width, vd), a2);
+                        if (i + u + 3 < nk)
+                            a3 = mad(pk[i + u + 3], vload_half((size_t)(i + u + 3) * (size_t)v_width, vd), a3);
                     }
+            } else { /* Q8_0: value d of each row (its block's scale and level) */
+                for (int i = 0; i < nk; i += 2) {
+                    a0 = mad(pk[i], kv_value(vk + (size_t)i * v_row, d, 1), a0);
+                    if (i + 1 < nk)
+                        a1 = mad(pk[i + 1], kv_value(vk + (size_t)(i + 1) * v_row, d, 1), a1);
                 }
-                for (; i + 4 <= n; i += 4) {
-                    a0 = mad(pl[i], vload_half((size_t)i * (size_t)v_width, vd), a0);
-                    a1 = mad(pl[i + 1], vload_half((size_t)(i + 1) * (size_t)v_width, vd), a1);
-                    a2 = mad(pl[i + 2], vload_half((size_t)(i + 2) * (size_t)v_width, vd), a2);
-                    a3 = mad(pl[i + 3], vload_half((size_t)(i + 3) * (size_t)v_width, vd), a3);
-                }
-                for (; i < n; i++)
-                    a0 = mad(pl[i], vload_half((size_t)i * (size_t)v_width, vd), a0);
-                acc[j] = mad(acc[j], corr, (a0 + a1) + (a2 + a3));
-            } else if (d < dv) { /* Q8_0: value d of each row (its block's scale and level) */
-                global const uchar *vd = vh + (size_t)c0 * v_row;
-                float a0 = 0.0f, a1 = 0.0f;
-                int i = 0;
-                for (; i + 2 <= n; i += 2) {
-                    a0 = mad(pl[i], kv_value(vd + (size_t)i * v_row, d, 1), a0);
-                    a1 = mad(pl[i + 1], kv_value(vd + (size_t)(i + 1) * v_row, d, 1), a1);
-                }
-                for (; i < n; i++)
-                    a0 = mad(pl[i], kv_value(vd + (size_t)i * v_row, d, 1), a0);
-                acc[j] = mad(acc[j], corr, a0 + a1);
             }
+            acc[j] = mad(acc[j], corr, (a0 + a1) + (a2 + a3));
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* pl is rewritten by the next chunk */
     }
+    UNROLLED
+    for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
+        const int d = kl + j * ATT_KG_ITEMS;
+        if (d < dv)
+            vsum[kg * ATT_MAX_D + d] = acc[j];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
     if (n_splits == 1) {
         const float inv = 1.0f / l;
-        UNROLLED
-        for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
-            const int d = lid + j * ATT_WGS;
-            if (d < dv)
-                out[qrow * (size_t)dv + d] = acc[j] * inv;
-        }
+        for (int d = lid; d < dv; d += ATT_WGS)
+            out[qrow * (size_t)dv + d] = span_value(vsum, d) * inv;
         if (use_x8)
             head_x8(out + qrow * (size_t)dv, h, t, get_num_groups(2), n_head, dv, x8);
         return;
     }
     /* an empty span (a short query's range ends before it) leaves m = -inf, l = 0 */
     global float *mine = part + (qrow * (size_t)n_splits + (size_t)split) * (size_t)(dv + 2);
-    UNROLLED
-    for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
-        const int d = lid + j * ATT_WGS;
-        if (d < dv)
-            mine[d] = acc[j];
-    }
+    for (int d = lid; d < dv; d += ATT_WGS)
+        mine[d] = span_value(vsum, d);
     if (lid == 0) {
         mine[dv] = m;
         mine[dv + 1] = l;
@@ -370,14 +412,16 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     /* with merge_count_on, the spans' last work-group merges them (merge_count: a counter per
      * query row); else attention_merge's launch does */
     if (merge_count_on && arrive_last(merge_count + qrow, 1, n_splits, &last))
-        merge_spans(part, n_splits, n_head, dv, h, t, get_num_groups(2), out, x8, use_x8);
+        merge_spans(part, n_splits, n_head, dv, h, t, get_num_groups(2), out, x8, use_x8, pl, red);
 }
 
 /* Global size (n_head * ATT_WGS, n_tokens). */
 kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge(
     global const float *part, const int n_splits, const int n_head, const int dv, global float *out,
     global uchar *x8, const int use_x8) {
-    merge_spans(part, n_splits, n_head, dv, get_group_id(0), get_group_id(1), get_num_groups(1), out, x8, use_x8);
+    local float e[ATT_WGS], red[ATT_WGS];
+    merge_spans(part, n_splits, n_head, dv, get_group_id(0), get_group_id(1), get_num_groups(1), out, x8, use_x8, e,
+                red);
 }
 
 /* attention_tiled: the same attention for a batch of queries (prefill), one work-group per

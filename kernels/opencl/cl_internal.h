@@ -66,7 +66,7 @@ typedef struct tern_cl_tunables {
     int dot8;                       /* common.cl's DOT8: 0 f32 products, 1 int8 portable, 2 dp4a */
     int mm_tn, mm_tm, mm_wn, mm_wm; /* matmul.cl */
     int norm_wgs, ew_wgs;           /* ops.cl */
-    int att_wgs, att_max_d, att_tq; /* attention.cl */
+    int att_wgs, att_max_d, att_tq, att_kg; /* attention.cl */
     int mma;                        /* matmul_mma.cl's MMA: 0 not built, 1 portable, 2 mma.sync */
     int mma_tn, mma_tm, mma_wn, mma_wm, mma_split, mma_kp, mma_bufs, mma_xh;
     int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */

@@ -61,14 +61,16 @@ void tern_cl_kv_store(tern_cl *cl, cl_mem k, cl_mem v, cl_mem kc, cl_mem vc, int
 }
 
 /* Keys per span: enough work-groups to fill the device (4 per compute unit) but no span under
- * the ATT_SPAN_MIN tunable's keys (a short span leaves most of a work-group idle), and partial
- * results of at most 64 MiB. A span may be shorter than a chunk of ATT_WGS keys: its work-group
+ * the ATT_SPAN_MIN tunable's keys (a short span leaves most of a work-group idle), at most
+ * ATT_WGS spans (the merge gives each span a work-item), and partial results of at most 64 MiB. A span may be shorter than a chunk of ATT_WGS keys: its work-group
  * then runs one partial chunk. Longer spans, to save the merge's launch, lose more than they save
  * (512 keys: docs/benchmarks.md). */
 static int64_t attention_span(const tern_cl *cl, const tern_cl_attn_shape *s, int64_t keys) {
     const int64_t groups = s->n_head * s->n_tokens;
     const int64_t want = 4 * (int64_t)(cl->info.compute_units > 0 ? cl->info.compute_units : 1);
     int64_t splits = (want + groups - 1) / groups;
+    if (splits > cl->tune.att_wgs)
+        splits = cl->tune.att_wgs;
     const int64_t per_split = groups * (s->head_dim_v + 2) * (int64_t)sizeof(float);
     while (splits > 1 && splits * per_split > (64 << 20))
         splits--;

@@ -134,6 +134,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         {"EW_WGS", &t->ew_wgs, wide >= 64 ? 64 : wide, false, 1, BIG},
         {"ATT_WGS", &t->att_wgs, wide >= 128 ? 128 : wide, true, 1, BIG},
         {"ATT_MAX_D", &t->att_max_d, 256, false, 1, BIG},
+        /* decode attention's key groups in its value loop (a divisor of ATT_WGS): warps of 32 */
+        {"ATT_KG", &t->att_kg, wide >= 128 ? 4 : 1, false, 1, BIG},
         {"ATT_TQ", &t->att_tq, cl->info.local_mem >= TERN_CL_AT_LOCAL_BYTES(32) ? 32 : 16, false, 1, 64},
         {"MMA", &t->mma, off.mma_off ? 0 : mma, false, 0, 2},
         /* 8 warps of 32 x 32 outputs: 16 mma per warp per piece, 30 KB of local memory */
@@ -148,8 +150,9 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         {"MMA_KP", &t->mma_kp, 1, true, 1, 4},
         {"MMA_BUFS", &t->mma_bufs, 2, false, 1, 2},
         /* the activations rounded to f16 once per product input rather than by every tile
-         * (half the bytes of x per stage; the same results): unmeasured on a GPU */
-        {"MMA_XH", &t->mma_xh, 0, false, 0, 1},
+         * (half the bytes of x per stage; the same results): the products 20-30 % faster on an
+         * H100 (docs/benchmarks.md, session 22) */
+        {"MMA_XH", &t->mma_xh, 1, false, 0, 1},
         /* the last work-group runs the next op (common.cl): with PTX's fence on NVIDIA, with
          * mem_fence on CPU devices (PoCL, where the tests run); other GPUs keep separate launches
          * until measured there */
@@ -202,6 +205,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         return tern_error_set(err, TERN_ERR_INVALID_ARG,
                               "MM_TN/MM_WN and MM_TM/MM_WM must divide, and MM_TN <= the %d work-items",
                               mm_threads);
+    if (t->att_wgs % t->att_kg)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "ATT_KG=%d must divide ATT_WGS=%d", t->att_kg, t->att_wgs);
     const int mma_threads = 32 * (t->mma_tn / t->mma_wn) * (t->mma_tm / t->mma_wm);
     if (t->mma && (t->mma_wn % 16 || t->mma_wm % 8 || t->mma_tn % t->mma_wn || t->mma_tm % t->mma_wm))
         return tern_error_set(err, TERN_ERR_INVALID_ARG,

@@ -97,7 +97,7 @@ static inline bool mma_diag_skips(const int part, const int m) {
  * rounding as pack_half2's), so a stage loads half the bytes of x and stores them as they are;
  * 0: f32, rounded by each tile as it stores them. The same bits either way. */
 #ifndef MMA_XH
-#define MMA_XH 0
+#define MMA_XH 1
 #endif
 #if MMA_XH
 typedef uint2 mma_x4; /* 4 activations: f16 pairs, the first in the low half */

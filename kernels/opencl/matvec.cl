@@ -46,6 +46,16 @@ static inline float warp_sum(float v) {
     }
     return v;
 }
+
+/* The largest v over the 32 work-items of a warp, in every one of them. */
+static inline float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        uint t;
+        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(t) : "r"(as_uint(v)), "r"(o));
+        v = fmax(v, as_float(t));
+    }
+    return v;
+}
 #endif
 
 /* Adds the products of this work-item's pieces of rows row0 .. row0 + MV_ROWS - 1 with x (f32,

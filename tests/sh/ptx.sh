@@ -22,7 +22,7 @@ fi
 files=$(sed -n '/^OPENCL_CL *:=/,/[^\\]$/p' kernels/opencl/gen.mk | sed 's/^OPENCL_CL *:=//; s/\\//g' | tr -s ' \n' ' ')
 cat $files >"$tmp/program.cl"
 defaults="-DDOT8=2 -DMV_SHFL=1 -DSYNC=2 -DMMA=2 -DMV_WGS=64 -DMV_ROWS=4 -DMM_TN=128 -DMM_TM=128 -DMM_WN=8 -DMM_WM=8
-          -DNORM_WGS=256 -DEW_WGS=64 -DATT_WGS=128 -DATT_MAX_D=256 -DATT_TQ=32 -DMMA_TN=128 -DMMA_TM=64
+          -DNORM_WGS=256 -DEW_WGS=64 -DATT_WGS=128 -DATT_KG=4 -DATT_MAX_D=256 -DATT_TQ=32 -DMMA_TN=128 -DMMA_TM=64
           -DMMA_WN=32 -DMMA_WM=32 -DFA_WARPS=4 -DINLINE=1 -DUNROLL=1"
 # OpenCL C has no `asm` keyword in clang; NVIDIA's compiler takes it as GNU C does
 cc1="clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ -O3"
@@ -56,6 +56,12 @@ if grep -q "shfl.sync.bfly" "$tmp/attention_mma.ptx"; then
     ok "attention_mma: the row maxima and sums by shfl.sync"
 else
     fail "attention_mma: no shfl.sync"
+fi
+kernel_lines attention >"$tmp/attention.ptx"
+if grep -q "shfl.sync.bfly" "$tmp/attention.ptx"; then
+    ok "attention (decode): the maxima and sums by shfl.sync"
+else
+    fail "attention (decode): no shfl.sync (ATT_SHFL with MV_SHFL)"
 fi
 if grep -q "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" "$tmp/program.ptx"; then
     ok "the products' mma.sync"
