@@ -44,6 +44,10 @@
 #define ATT_KG 1
 #endif
 #define ATT_KG_ITEMS (ATT_WGS / ATT_KG)
+/* ATT_SHFL: the decode kernel's reductions by warp shuffles, NVIDIA's, where MV_SHFL has them */
+#ifndef ATT_SHFL
+#define ATT_SHFL MV_SHFL
+#endif
 #define ATT_DIMS_PER_ITEM ((ATT_MAX_D + ATT_KG_ITEMS - 1) / ATT_KG_ITEMS)
 
 static inline size_t kv_bytes(const int width, const int q8) {
@@ -203,6 +207,68 @@ static inline float dot_f16(local const float *q, global const half *k, const in
     return s;
 }
 
+/* ATT_KWARP 1 (with ATT_SHFL; off until measured on a GPU): the scores of an FP16 cache with the
+ * lanes of a warp splitting each key row's dimensions (4 each), so that a warp's load of a row is
+ * one coalesced read of its 256 bytes, where dot_f16's work-item per key has a warp touch 32 rows
+ * 8 bytes at a time. Each lane sums its part of the warp's 32 keys, and a transposing butterfly
+ * (31 shuffles) leaves lane i with key i's dot: the same key per work-item as dot_f16. */
+#ifndef ATT_KWARP
+#define ATT_KWARP 0
+#endif
+#if ATT_KWARP && ATT_SHFL && MV_SHFL && ATT_WGS % 32 == 0
+#define ATT_KWARP_ON 1
+/* This lane's 4 dimensions of q (lane, lane + 32 for heads over 128), zero past dk. */
+static inline float4 lane_q4(local const float *q, const int at, const int dk) {
+    return (float4)(at < dk ? q[at] : 0.0f, at + 1 < dk ? q[at + 1] : 0.0f, at + 2 < dk ? q[at + 2] : 0.0f,
+                    at + 3 < dk ? q[at + 3] : 0.0f);
+}
+
+/* q . k of this lane's 4 dimensions at `at` of a row (fewer at the row's end). */
+static inline float lane_dot4(const float4 q, global const half *row, const int at, const int dk) {
+    if (at + 4 <= dk)
+        return dot(q, vload_half4(0, row + at));
+    float s = at < dk ? q.x * vload_half(at, row) : 0.0f; /* dk - at is 1, 2 or 3 here */
+    if (at + 1 < dk)
+        s = mad(q.y, vload_half(at + 1, row), s);
+    if (at + 2 < dk)
+        s = mad(q.z, vload_half(at + 2, row), s);
+    return s;
+}
+
+/* The dot of key k0 + lane (keys at or past kn give 0) with q, whose lane parts are q0 and q1
+ * (dimensions 4 lane and 128 + 4 lane); rows of k_row halves from kh. Every lane of the warp calls
+ * it (the shuffles). */
+static inline float warp_key_dots(const float4 q0, const float4 q1, global const half *kh, const size_t k_row,
+                                  const int k0, const int kn, const int dk) {
+    const int lane = get_local_id(0) % 32;
+    float v[32];
+#pragma unroll
+    for (int k = 0; k < 32; k++) {
+        global const half *row = kh + (size_t)(k0 + k) * k_row;
+        v[k] = k0 + k < kn && 4 * lane < dk ? lane_dot4(q0, row, 4 * lane, dk) : 0.0f;
+        if (k0 + k < kn && 128 + 4 * lane < dk)
+            v[k] += lane_dot4(q1, row, 128 + 4 * lane, dk);
+    }
+    /* step o: lanes with bit o keep the upper half of their keys, the others the lower; each
+     * adds its partner's part of the keys it keeps. Lane i ends with key i's sum in v[0]. The
+     * halves are picked by a mask, not by `upper ? v[k] : v[k + o]`, which compilers may turn
+     * into a load from a picked address and so put v in memory. */
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) {
+        const uint up = (lane & o) ? 0xffffffffu : 0u;
+#pragma unroll
+        for (int k = 0; k < o; k++) {
+            const uint lo = as_uint(v[k]), hi = as_uint(v[k + o]);
+            const float send = as_float((lo & up) | (hi & ~up)), keep = as_float((hi & up) | (lo & ~up));
+            v[k] = keep + shfl_xor(send, o);
+        }
+    }
+    return v[0];
+}
+#else
+#define ATT_KWARP_ON 0
+#endif
+
 /* q . k over n values of a Q8_0 row: each block's levels times q in two chains, then its scale. */
 static inline float dot_q8(local const float *q, global const uchar *k, const int n) {
     float s = 0.0f;
@@ -234,11 +300,8 @@ static inline void head_x8(global const float *out_row, const int h, const int t
 }
 
 /* The work-group's maximum (is_max) or sum of v, in every work-item; red holds ATT_WGS floats.
- * With warp shuffles (ATT_SHFL, NVIDIA's, where MV_SHFL has them) each warp reduces its own and
- * the warps meet through red: two barriers instead of group_max's and group_sum's nine. */
-#ifndef ATT_SHFL
-#define ATT_SHFL MV_SHFL
-#endif
+ * With warp shuffles (ATT_SHFL) each warp reduces its own and the warps meet through red: two
+ * barriers instead of group_max's and group_sum's nine. */
 static inline float att_reduce(const float v, local float *red, const bool is_max) {
 #if ATT_SHFL && MV_SHFL && ATT_WGS % 32 == 0
     const int lid = get_local_id(0);
@@ -299,6 +362,13 @@ static inline float cap_score(const float s, const float softcap) {
     return softcap > 0.0f ? softcap * tanh(s / softcap) : s;
 }
 
+/* TERN_ATT_DIAG (tuning only, never a default): one part of the decode kernel left out, its
+ * results wrong on purpose; what a part costs is the time it saves: 1 the loads of K (scores
+ * from q alone), 2 the value loop, 3 the merge (spans write their partial results only). */
+#ifndef TERN_ATT_DIAG
+#define TERN_ATT_DIAG 0
+#endif
+
 /* Dimension d of the span's output: its key groups' sums. */
 static inline float span_value(local const float *vsum, const int d) {
     float a = vsum[d];
@@ -337,13 +407,21 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     for (int j = 0; j < ATT_DIMS_PER_ITEM; j++)
         acc[j] = 0.0f;
     float m = -INFINITY, l = 0.0f;
+#if ATT_KWARP_ON
+    const float4 q0 = lane_q4(ql, 4 * (lid % 32), dk), q1 = lane_q4(ql, 128 + 4 * (lid % 32), dk);
+#endif
     for (int c0 = lo; c0 < hi; c0 += ATT_WGS) {
         const int key = c0 + lid, n = min(ATT_WGS, hi - c0);
         global const uchar *krow = kh + (size_t)key * k_row;
-        const float s = lid < n ? cap_score((k_q8 ? dot_q8(ql, krow, dk) : dot_f16(ql, (global const half *)krow, dk)) *
-                                                scale,
-                                            softcap)
-                                : -INFINITY;
+#if TERN_ATT_DIAG == 1
+        const float dot = ql[lid % dk];
+#elif ATT_KWARP_ON
+        const float dot = k_q8 ? dot_q8(ql, krow, dk)
+                               : warp_key_dots(q0, q1, (global const half *)kh, k_row / 2, c0 + lid / 32 * 32, hi, dk);
+#else
+        const float dot = k_q8 ? dot_q8(ql, krow, dk) : dot_f16(ql, (global const half *)krow, dk);
+#endif
+        const float s = lid < n ? cap_score(dot * scale, softcap) : -INFINITY;
         const float m_new = fmax(m, att_reduce(s, red, true));
         const float p = lid < n ? exp(s - m_new) : 0.0f;
         pl[lid] = p;
@@ -358,6 +436,9 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
         UNROLLED
         for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
             const int d = kl + j * ATT_KG_ITEMS;
+#if TERN_ATT_DIAG == 2
+            continue;
+#endif
             if (d >= dv)
                 continue;
             float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
@@ -411,6 +492,9 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     }
     /* with merge_count_on, the spans' last work-group merges them (merge_count: a counter per
      * query row); else attention_merge's launch does */
+#if TERN_ATT_DIAG == 3
+    return;
+#endif
     if (merge_count_on && arrive_last(merge_count + qrow, 1, n_splits, &last))
         merge_spans(part, n_splits, n_head, dv, h, t, get_num_groups(2), out, x8, use_x8, pl, red);
 }

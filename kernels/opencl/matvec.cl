@@ -37,23 +37,24 @@
 #endif
 
 #if MV_SHFL
+/* v of the work-item whose lane is this one's xor o, in the same warp. */
+static inline float shfl_xor(const float v, const int o) {
+    uint t;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(t) : "r"(as_uint(v)), "r"(o));
+    return as_float(t);
+}
+
 /* The sum of v over the 32 work-items of a warp, in every one of them. */
 static inline float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) {
-        uint t;
-        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(t) : "r"(as_uint(v)), "r"(o));
-        v += as_float(t);
-    }
+    for (int o = 16; o > 0; o >>= 1)
+        v += shfl_xor(v, o);
     return v;
 }
 
 /* The largest v over the 32 work-items of a warp, in every one of them. */
 static inline float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) {
-        uint t;
-        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(t) : "r"(as_uint(v)), "r"(o));
-        v = fmax(v, as_float(t));
-    }
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmax(v, shfl_xor(v, o));
     return v;
 }
 #endif
