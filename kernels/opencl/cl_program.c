@@ -161,8 +161,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
          * H200, more than the add_rmsnorm launch it saves; at 2048 it wins (docs/benchmarks.md) */
         {"RES_MAX", &t->res_max, nv ? 2048 : BIG, false, 0, BIG},
         /* decode attention's keys per span at least this: shorter spans leave most of a work-group
-         * idle and add to the merge, longer ones leave the device idle (on an H100: 128 and 64
-         * decode 18 % faster after 512 tokens than 32, 256 and 1024 slower; docs/benchmarks.md) */
+         * idle and add to the merge, longer ones leave the device idle (on an H100 at 512-576
+         * keys: 128 and 64 decode 18 % faster than 32, 256 and 1024 slower; docs/benchmarks.md) */
         {"ATT_SPAN_MIN", &t->att_span_min, 128, false, 1, BIG},
         /* q, k, v with their rope and KV store in one launch (SYNC): 0 to compare with the two */
         {"ROPE_FUSE", &t->rope_fuse, 1, false, 0, 1},
