@@ -183,21 +183,29 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void norm_rope_kv(
 
 /* The loops below over keys and dimensions have run-time lengths, which GPU compilers do not
  * software-pipeline: each iteration's loads would wait a full memory latency. So they run to a
- * constant bound, unrolled, with the run-time length as a guard on each step: every load of a
- * key row of up to 128 values is issued before the first multiply needs one, one trip to memory
- * instead of one per 16 values (a bound of 256 would hold twice the registers for every head). */
+ * constant bound, unrolled, and every load in them is made unconditional: a step past the
+ * run-time length reads a valid place again (the first group of the row, the last key) and its
+ * weight is zero. A guard around a load (`if (d + 16 <= n)`) splits the loop into blocks that a
+ * compiler does not hoist loads across, so each block's loads would wait for the block before:
+ * one trip to memory per step instead of one for the whole row of up to 128 values (a bound of
+ * 256 would hold twice the registers for every head).
+ * dot_f16: q (local, zero from n to a multiple of 128) . k over n values; n a multiple of 4 takes the
+ * unconditional loads, others (never a real model's head) the guarded loop. */
 static inline float dot_f16(local const float *q, global const half *k, const int n) {
     float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-    for (int d0 = 0; d0 + 16 <= n; d0 += 128) /* one step for heads up to 128 */
+    int d = 0;
+    if (n % 4 == 0) {
+        for (int d0 = 0; d0 < n; d0 += 128) /* one step for heads up to 128 */
 #pragma unroll
-        for (int d = d0; d < d0 + 128; d += 16)
-            if (d + 16 <= n) {
-                a0 = mad(vload4(0, q + d), vload_half4(0, k + d), a0);
-                a1 = mad(vload4(0, q + d + 4), vload_half4(0, k + d + 4), a1);
-                a2 = mad(vload4(0, q + d + 8), vload_half4(0, k + d + 8), a2);
-                a3 = mad(vload4(0, q + d + 12), vload_half4(0, k + d + 12), a3);
+            for (int e = d0; e < d0 + 128; e += 16) {
+                /* groups at or past n read group 0 again; q is zero there */
+                a0 = mad(vload4(0, q + e), vload_half4(0, k + (e < n ? e : 0)), a0);
+                a1 = mad(vload4(0, q + e + 4), vload_half4(0, k + (e + 4 < n ? e + 4 : 0)), a1);
+                a2 = mad(vload4(0, q + e + 8), vload_half4(0, k + (e + 8 < n ? e + 8 : 0)), a2);
+                a3 = mad(vload4(0, q + e + 12), vload_half4(0, k + (e + 12 < n ? e + 12 : 0)), a3);
             }
-    int d = n / 16 * 16;
+        d = n;
+    }
     for (; d + 4 <= n; d += 4)
         a0 = mad(vload4(0, q + d), vload_half4(0, k + d), a0);
     const float4 acc = (a0 + a1) + (a2 + a3);
@@ -217,37 +225,20 @@ static inline float dot_f16(local const float *q, global const half *k, const in
 #endif
 #if ATT_KWARP && ATT_SHFL && MV_SHFL && ATT_WGS % 32 == 0
 #define ATT_KWARP_ON 1
-/* This lane's 4 dimensions of q (lane, lane + 32 for heads over 128), zero past dk. */
-static inline float4 lane_q4(local const float *q, const int at, const int dk) {
-    return (float4)(at < dk ? q[at] : 0.0f, at + 1 < dk ? q[at + 1] : 0.0f, at + 2 < dk ? q[at + 2] : 0.0f,
-                    at + 3 < dk ? q[at + 3] : 0.0f);
-}
-
-/* q . k of this lane's 4 dimensions at `at` of a row (fewer at the row's end). */
-static inline float lane_dot4(const float4 q, global const half *row, const int at, const int dk) {
-    if (at + 4 <= dk)
-        return dot(q, vload_half4(0, row + at));
-    float s = at < dk ? q.x * vload_half(at, row) : 0.0f; /* dk - at is 1, 2 or 3 here */
-    if (at + 1 < dk)
-        s = mad(q.y, vload_half(at + 1, row), s);
-    if (at + 2 < dk)
-        s = mad(q.z, vload_half(at + 2, row), s);
-    return s;
-}
-
 /* The dot of key k0 + lane (keys at or past kn give 0) with q, whose lane parts are q0 and q1
- * (dimensions 4 lane and 128 + 4 lane); rows of k_row halves from kh. Every lane of the warp calls
- * it (the shuffles). */
+ * (dimensions 4 lane and 128 + 4 lane); rows of k_row halves from kh, dk a multiple of 4. Every
+ * lane of the warp calls it (the shuffles). */
 static inline float warp_key_dots(const float4 q0, const float4 q1, global const half *kh, const size_t k_row,
                                   const int k0, const int kn, const int dk) {
-    const int lane = get_local_id(0) % 32;
+    const int lane = get_local_id(0) % 32, at0 = 4 * lane < dk ? 4 * lane : 0,
+              at1 = 128 + 4 * lane < dk ? 128 + 4 * lane : 0; /* q is zero past dk */
     float v[32];
 #pragma unroll
-    for (int k = 0; k < 32; k++) {
-        global const half *row = kh + (size_t)(k0 + k) * k_row;
-        v[k] = k0 + k < kn && 4 * lane < dk ? lane_dot4(q0, row, 4 * lane, dk) : 0.0f;
-        if (k0 + k < kn && 128 + 4 * lane < dk)
-            v[k] += lane_dot4(q1, row, 128 + 4 * lane, dk);
+    for (int k = 0; k < 32; k++) { /* keys past kn read the last one again, weighted 0 */
+        global const half *row = kh + (size_t)min(k0 + k, kn - 1) * k_row;
+        /* both halves always (q1 is zero for heads up to 128): a branch would split the loads */
+        const float d = dot(q0, vload_half4(0, row + at0)) + dot(q1, vload_half4(0, row + at1));
+        v[k] = k0 + k < kn ? d : 0.0f;
     }
     /* step o: lanes with bit o keep the upper half of their keys, the others the lower; each
      * adds its partner's part of the keys it keeps. Lane i ends with key i's sum in v[0]. The
@@ -345,11 +336,14 @@ static inline void merge_spans(global const float *part, const int n_splits, con
         float a0 = 0.0f, a1 = 0.0f;
         for (int s0 = 0; s0 < n_splits; s0 += ATT_MERGE_STEP)
 #pragma unroll
-            for (int u = 0; u < ATT_MERGE_STEP; u += 2) {
-                if (s0 + u < n_splits)
-                    a0 = mad(e[s0 + u], p[(size_t)(s0 + u) * stride + d], a0);
-                if (s0 + u + 1 < n_splits)
-                    a1 = mad(e[s0 + u + 1], p[(size_t)(s0 + u + 1) * stride + d], a1);
+            for (int u = 0; u < ATT_MERGE_STEP; u++) {
+                /* spans past the last read it again, weighted 0 (see dot_f16) */
+                const int sp = min(s0 + u, n_splits - 1);
+                const float w = e[sp], v = p[(size_t)sp * stride + d], pw = s0 + u < n_splits ? w : 0.0f;
+                if (u % 2 == 0)
+                    a0 = mad(pw, v, a0);
+                else
+                    a1 = mad(pw, v, a1);
             }
         out[qrow * (size_t)dv + d] = (a0 + a1) * inv;
     }
@@ -369,6 +363,43 @@ static inline float cap_score(const float s, const float softcap) {
 #define TERN_ATT_DIAG 0
 #endif
 
+/* The values of an FP16 cache for nk keys (weights pk, rows from vk) into this work-item's nd
+ * output dimensions kl, kl + ATT_KG_ITEMS, ...: acc = acc * corr + their weighted sum. Each step
+ * issues the loads of ATT_V_STEP keys for all nd dimensions in one block (see dot_f16): keys past
+ * nk read the last one again weighted 0, dimensions at or past dv read dimension 0 (their acc is
+ * never stored). nd is a constant at each call: ATT_DIMS_SMALL for heads up to 128 values. */
+#define ATT_DIMS_128 ((128 + ATT_KG_ITEMS - 1) / ATT_KG_ITEMS)
+#define ATT_DIMS_SMALL (ATT_DIMS_128 < ATT_DIMS_PER_ITEM ? ATT_DIMS_128 : ATT_DIMS_PER_ITEM)
+TYPED void values_f16(float *acc, const float corr, local const float *pk, global const uchar *vk,
+                      const int nk, const int kl, const int dv, const size_t v_row, const int nd) {
+    /* loops to the constant ATT_DIMS_PER_ITEM, j < nd inside: a loop bounded by the parameter is
+     * not unrolled before inlining, and av would go to memory */
+    float av[ATT_DIMS_PER_ITEM];
+    UNROLLED
+    for (int j = 0; j < ATT_DIMS_PER_ITEM; j++)
+        av[j] = 0.0f;
+    for (int i = 0; i < nk; i += ATT_V_STEP)
+#pragma unroll
+        for (int u = 0; u < ATT_V_STEP; u++) {
+            const int key = min(i + u, nk - 1);
+            const float w = pk[key], pw = i + u < nk ? w : 0.0f;
+            global const half *row = (global const half *)(vk + (size_t)key * v_row);
+            UNROLLED
+            for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
+                const int d = kl + j * ATT_KG_ITEMS;
+                if (j < nd)
+                    av[j] = mad(pw, vload_half(d < dv ? d : 0, row), av[j]);
+            }
+        }
+    UNROLLED
+    for (int j = 0; j < ATT_DIMS_PER_ITEM; j++)
+        if (j < nd)
+            acc[j] = mad(acc[j], corr, av[j]);
+}
+
+/* the decode kernel's q in local memory: ATT_MAX_D rounded up to dot_f16's steps of 128 */
+#define ATT_QL ((ATT_MAX_D + 127) / 128 * 128)
+
 /* Dimension d of the span's output: its key groups' sums. */
 static inline float span_value(local const float *vsum, const int d) {
     float a = vsum[d];
@@ -383,7 +414,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width, const int v_width,
     const float scale, const int window, const int span, global float *part, global uchar *x8, const int use_x8,
     const float softcap, const int k_q8, const int v_q8, volatile global uint *merge_count, const int merge_count_on) {
-    local float ql[ATT_MAX_D];
+    local float ql[ATT_QL]; /* q, zeros past dk */
     local float pl[ATT_WGS];
     local float red[ATT_WGS];
     local float vsum[ATT_KG * ATT_MAX_D]; /* the key groups' sums of the span, [group][dimension] */
@@ -395,8 +426,8 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     const int first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
     const int lo = first + split * span, hi = min(pos + 1, lo + span); /* keys lo..hi-1 */
     const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
-    for (int d = lid; d < dk; d += ATT_WGS)
-        ql[d] = q[qrow * (size_t)dk + d];
+    for (int d = lid; d < ATT_QL; d += ATT_WGS) /* zeros past dk: dot_f16's steps past the row */
+        ql[d] = d < dk ? q[qrow * (size_t)dk + d] : 0.0f;
     barrier(CLK_LOCAL_MEM_FENCE);
 
     global const uchar *kh = kc + (size_t)hk * kv_bytes(dk, k_q8);
@@ -408,7 +439,8 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
         acc[j] = 0.0f;
     float m = -INFINITY, l = 0.0f;
 #if ATT_KWARP_ON
-    const float4 q0 = lane_q4(ql, 4 * (lid % 32), dk), q1 = lane_q4(ql, 128 + 4 * (lid % 32), dk);
+    /* this lane's dimensions of q (ql is zero past dk) */
+    const float4 q0 = vload4(0, ql + 4 * (lid % 32)), q1 = ATT_MAX_D > 128 ? vload4(0, ql + 128 + 4 * (lid % 32)) : 0.0f;
 #endif
     for (int c0 = lo; c0 < hi; c0 += ATT_WGS) {
         const int key = c0 + lid, n = min(ATT_WGS, hi - c0);
@@ -416,8 +448,9 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
 #if TERN_ATT_DIAG == 1
         const float dot = ql[lid % dk];
 #elif ATT_KWARP_ON
-        const float dot = k_q8 ? dot_q8(ql, krow, dk)
-                               : warp_key_dots(q0, q1, (global const half *)kh, k_row / 2, c0 + lid / 32 * 32, hi, dk);
+        const float dot = k_q8         ? dot_q8(ql, krow, dk)
+                          : dk % 4 == 0 ? warp_key_dots(q0, q1, (global const half *)kh, k_row / 2, c0 + lid / 32 * 32, hi, dk)
+                                        : dot_f16(ql, (global const half *)krow, dk);
 #else
         const float dot = k_q8 ? dot_q8(ql, krow, dk) : dot_f16(ql, (global const half *)krow, dk);
 #endif
@@ -433,38 +466,26 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
         const int per = (n + ATT_KG - 1) / ATT_KG, i0 = min(n, kg * per), nk = min(n, i0 + per) - i0;
         local const float *pk = pl + i0;
         global const uchar *vk = vh + (size_t)(c0 + i0) * v_row;
-        UNROLLED
-        for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
-            const int d = kl + j * ATT_KG_ITEMS;
-#if TERN_ATT_DIAG == 2
-            continue;
-#endif
-            if (d >= dv)
-                continue;
-            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-            if (!v_q8) {
-                global const half *vd = (global const half *)vk + d;
-                for (int i = 0; i < nk; i += ATT_V_STEP)
-#pragma unroll
-                    for (int u = 0; u < ATT_V_STEP; u += 4) {
-                        if (i + u < nk)
-                            a0 = mad(pk[i + u], vload_half((size_t)(i + u) * (size_t)v_width, vd), a0);
-                        if (i + u + 1 < nk)
-                            a1 = mad(pk[i + u + 1], vload_half((size_t)(i + u + 1) * (size_t)v_width, vd), a1);
-                        if (i + u + 2 < nk)
-                            a2 = mad(pk[i + u + 2], vload_half((size_t)(i + u + 2) * (size_t)v_width, vd), a2);
-                        if (i + u + 3 < nk)
-                            a3 = mad(pk[i + u + 3], vload_half((size_t)(i + u + 3) * (size_t)v_width, vd), a3);
-                    }
-            } else { /* Q8_0: value d of each row (its block's scale and level) */
+#if TERN_ATT_DIAG != 2
+        if (!v_q8 && dv <= ATT_DIMS_SMALL * ATT_KG_ITEMS)
+            values_f16(acc, corr, pk, vk, nk, kl, dv, v_row, ATT_DIMS_SMALL);
+        else if (!v_q8)
+            values_f16(acc, corr, pk, vk, nk, kl, dv, v_row, ATT_DIMS_PER_ITEM);
+        else /* Q8_0: value d of each row (its block's scale and level) */
+            UNROLLED
+            for (int j = 0; j < ATT_DIMS_PER_ITEM; j++) {
+                const int d = kl + j * ATT_KG_ITEMS;
+                if (d >= dv)
+                    continue;
+                float a0 = 0.0f, a1 = 0.0f;
                 for (int i = 0; i < nk; i += 2) {
                     a0 = mad(pk[i], kv_value(vk + (size_t)i * v_row, d, 1), a0);
                     if (i + 1 < nk)
                         a1 = mad(pk[i + 1], kv_value(vk + (size_t)(i + 1) * v_row, d, 1), a1);
                 }
+                acc[j] = mad(acc[j], corr, a0 + a1);
             }
-            acc[j] = mad(acc[j], corr, (a0 + a1) + (a2 + a3));
-        }
+#endif
         barrier(CLK_LOCAL_MEM_FENCE); /* pl is rewritten by the next chunk */
     }
     UNROLLED
