@@ -443,7 +443,9 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     const float4 q0 = vload4(0, ql + 4 * (lid % 32)), q1 = ATT_MAX_D > 128 ? vload4(0, ql + 128 + 4 * (lid % 32)) : 0.0f;
 #endif
     for (int c0 = lo; c0 < hi; c0 += ATT_WGS) {
-        const int key = c0 + lid, n = min(ATT_WGS, hi - c0);
+        /* work-items past the chunk's keys score the last key again (an unconditional load, in
+         * the cache), then drop it */
+        const int key = min(c0 + lid, hi - 1), n = min(ATT_WGS, hi - c0);
         global const uchar *krow = kh + (size_t)key * k_row;
 #if TERN_ATT_DIAG == 1
         const float dot = ql[lid % dk];
