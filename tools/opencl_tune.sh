@@ -2,7 +2,8 @@
 # A device session's measurements in one command, for a machine with a real GPU (docs/opencl.md,
 # "Running on a GPU"): the device, where a 7B prefill and decode spend their time, CLBlast
 # against the tiled kernel, f32 against int8 decode products, the matvec tunables, the first
-# token of short prompts through the GEMM and through the products, the tiled kernel's
+# token of short prompts through the GEMM and through the products, decode attention's spans and
+# parts, the tiled kernel's
 # tunables swept at the prefill shape, and where the tensor cores are on, prefill attention on
 # them against attention_tiled and the tensor-core product's tiles swept.
 #
@@ -127,6 +128,17 @@ for cfg in $CONFIGS; do
             echo "   test_opencl passed" || echo "   test_opencl FAILED: $OUT/$name.test.log"
     fi
     grep -E "^\| \| opencl \| Q[46]_K \| 7B \| .* \| 512 \|" "$OUT/$name.log" | awk -F'|' '{printf "   %s %s %s GFLOP/s\n", $4, $6, $11}'
+done
+
+# Decode attention after 512 prompt tokens, where its spans matter: the span length
+# (ATT_SPAN_MIN), warps reading the key rows (ATT_KWARP, NVIDIA's shuffles), and where its time
+# goes (TERN_ATT_DIAG, results wrong on purpose: 1 no loads of K, 2 no value loop, 3 no merge).
+for o in -DATT_SPAN_MIN=32 -DATT_SPAN_MIN=64 -DATT_SPAN_MIN=128 -DATT_SPAN_MIN=256 -DATT_KWARP=1 \
+    -DTERN_ATT_DIAG=1 -DTERN_ATT_DIAG=2 -DTERN_ATT_DIAG=3; do
+    step "att$o" env TERN_OPENCL_OPTIONS="$o" TERN_OPENCL_PROFILE=1 \
+        "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 32 -r 1
+    grep -h "^| t=" "$OUT/att$o.log" | tail -1 | sed 's/^/   /'
+    grep -hE "^ +attention " "$OUT/att$o.log" | sed 's/^/   /'
 done
 
 # The tensor-core kernels, where they are on (the backend line says "tensor-core prefill"):
