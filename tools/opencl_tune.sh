@@ -3,9 +3,8 @@
 # "Running on a GPU"): the device, where a 7B prefill and decode spend their time, CLBlast
 # against the tiled kernel, f32 against int8 decode products, the matvec tunables, the first
 # token of short prompts through the GEMM and through the products, decode attention's spans and
-# parts, the tiled kernel's
-# tunables swept at the prefill shape, and where the tensor cores are on, prefill attention on
-# them against attention_tiled and the tensor-core product's tiles swept.
+# parts, the tiled kernel's tunables swept at the prefill shape, and where the tensor cores are
+# on, prefill attention on them against attention_tiled and the tensor-core product's tiles swept.
 #
 #   bash tools/opencl_tune.sh [MODEL] [OUT_DIR]
 #
