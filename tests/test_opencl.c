@@ -1073,6 +1073,9 @@ static void test_build_failure(void **state) {
     p.build_options = "-DMV_ROWS=x";
     assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "opencl.build_options: -DMV_ROWS needs an integer"));
+    p.build_options = "-DATT_WGS=128 -DATT_KG=3"; /* key groups that do not divide the work-group */
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "ATT_KG=3 must divide ATT_WGS=128"));
     p = g_params;
     p.gemm = (tern_opencl_gemm)7; /* out-of-range enums are refused, naming the field */
     assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);

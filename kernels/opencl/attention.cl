@@ -440,7 +440,8 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     float m = -INFINITY, l = 0.0f;
 #if ATT_KWARP_ON
     /* this lane's dimensions of q (ql is zero past dk) */
-    const float4 q0 = vload4(0, ql + 4 * (lid % 32)), q1 = ATT_MAX_D > 128 ? vload4(0, ql + 128 + 4 * (lid % 32)) : 0.0f;
+    const float4 q0 = vload4(0, ql + 4 * (lid % 32));
+    const float4 q1 = ATT_MAX_D > 128 ? vload4(0, ql + 128 + 4 * (lid % 32)) : 0.0f;
 #endif
     for (int c0 = lo; c0 < hi; c0 += ATT_WGS) {
         /* work-items past the chunk's keys score the last key again (an unconditional load, in
@@ -450,8 +451,10 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
 #if TERN_ATT_DIAG == 1
         const float dot = ql[lid % dk];
 #elif ATT_KWARP_ON
-        const float dot = k_q8         ? dot_q8(ql, krow, dk)
-                          : dk % 4 == 0 ? warp_key_dots(q0, q1, (global const half *)kh, k_row / 2, c0 + lid / 32 * 32, hi, dk)
+        const int warp_k0 = c0 + lid / 32 * 32; /* this warp's first key */
+        global const half *kh16 = (global const half *)kh;
+        const float dot = k_q8          ? dot_q8(ql, krow, dk)
+                          : dk % 4 == 0 ? warp_key_dots(q0, q1, kh16, k_row / 2, warp_k0, hi, dk)
                                         : dot_f16(ql, (global const half *)krow, dk);
 #else
         const float dot = k_q8 ? dot_q8(ql, krow, dk) : dot_f16(ql, (global const half *)krow, dk);
@@ -527,8 +530,8 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge
     global const float *part, const int n_splits, const int n_head, const int dv, global float *out,
     global uchar *x8, const int use_x8) {
     local float e[ATT_WGS], red[ATT_WGS];
-    merge_spans(part, n_splits, n_head, dv, get_group_id(0), get_group_id(1), get_num_groups(1), out, x8, use_x8, e,
-                red);
+    merge_spans(part, n_splits, n_head, dv, get_group_id(0), get_group_id(1), get_num_groups(1), out, x8,
+                use_x8, e, red);
 }
 
 /* attention_tiled: the same attention for a batch of queries (prefill), one work-group per

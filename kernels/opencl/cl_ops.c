@@ -62,9 +62,10 @@ void tern_cl_kv_store(tern_cl *cl, cl_mem k, cl_mem v, cl_mem kc, cl_mem vc, int
 
 /* Keys per span: enough work-groups to fill the device (4 per compute unit) but no span under
  * the ATT_SPAN_MIN tunable's keys (a short span leaves most of a work-group idle), at most
- * ATT_WGS spans (the merge gives each span a work-item), and partial results of at most 64 MiB. A span may be shorter than a chunk of ATT_WGS keys: its work-group
- * then runs one partial chunk. Longer spans, to save the merge's launch, lose more than they save
- * (512 keys: docs/benchmarks.md). */
+ * ATT_WGS spans (the merge gives each span a work-item), and partial results of at most 64 MiB.
+ * A span may be shorter than a chunk of ATT_WGS keys: its work-group then runs one partial
+ * chunk. Much longer spans, to save the merge, lose more than they save (512 and 1024 keys:
+ * docs/benchmarks.md). */
 static int64_t attention_span(const tern_cl *cl, const tern_cl_attn_shape *s, int64_t keys) {
     const int64_t groups = s->n_head * s->n_tokens;
     const int64_t want = 4 * (int64_t)(cl->info.compute_units > 0 ? cl->info.compute_units : 1);

@@ -207,7 +207,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
                               "MM_TN/MM_WN and MM_TM/MM_WM must divide, and MM_TN <= the %d work-items",
                               mm_threads);
     if (t->att_wgs % t->att_kg)
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "ATT_KG=%d must divide ATT_WGS=%d", t->att_kg, t->att_wgs);
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "ATT_KG=%d must divide ATT_WGS=%d", t->att_kg,
+                              t->att_wgs);
     const int mma_threads = 32 * (t->mma_tn / t->mma_wn) * (t->mma_tm / t->mma_wm);
     if (t->mma && (t->mma_wn % 16 || t->mma_wm % 8 || t->mma_tn % t->mma_wn || t->mma_tm % t->mma_wm))
         return tern_error_set(err, TERN_ERR_INVALID_ARG,

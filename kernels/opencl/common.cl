@@ -182,7 +182,8 @@ static inline void k_scale_min(const uint4 h, const int j, float *sc, float *mn)
     /* both forms computed and one picked, not an if/else: a branch here splits a product's loop
      * into blocks, and the next row's loads, sunk below it, would wait for this row's data */
     const uint sc_lo = lo & 63u, mn_lo = mid & 63u;
-    const uint sc_hi = (top & 15u) | ((lo >> 6) & 3u) << 4, mn_hi = ((top >> 4) & 15u) | ((mid >> 6) & 3u) << 4;
+    const uint sc_hi = (top & 15u) | ((lo >> 6) & 3u) << 4;
+    const uint mn_hi = ((top >> 4) & 15u) | ((mid >> 6) & 3u) << 4;
     *sc = (float)(j < 4 ? sc_lo : sc_hi);
     *mn = (float)(j < 4 ? mn_lo : mn_hi);
 }

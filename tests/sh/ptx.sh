@@ -25,8 +25,8 @@ fi
 files=$(sed -n '/^OPENCL_CL *:=/,/[^\\]$/p' kernels/opencl/gen.mk | sed 's/^OPENCL_CL *:=//; s/\\//g' | tr -s ' \n' ' ')
 cat $files >"$tmp/program.cl"
 defaults="-DDOT8=2 -DMV_SHFL=1 -DSYNC=2 -DMMA=2 -DMV_WGS=64 -DMV_ROWS=4 -DMM_TN=128 -DMM_TM=128 -DMM_WN=8 -DMM_WM=8
-          -DNORM_WGS=256 -DEW_WGS=64 -DATT_WGS=128 -DATT_KG=4 -DATT_KWARP=1 -DATT_MAX_D=256 -DATT_TQ=32 -DMMA_TN=128 -DMMA_TM=64
-          -DMMA_WN=32 -DMMA_WM=32 -DFA_WARPS=4 -DINLINE=1 -DUNROLL=1"
+          -DNORM_WGS=256 -DEW_WGS=64 -DATT_WGS=128 -DATT_KG=4 -DATT_KWARP=1 -DATT_MAX_D=256 -DATT_TQ=32
+          -DMMA_TN=128 -DMMA_TM=64 -DMMA_WN=32 -DMMA_WM=32 -DFA_WARPS=4 -DINLINE=1 -DUNROLL=1"
 # OpenCL C has no `asm` keyword in clang; NVIDIA's compiler takes it as GNU C does
 cc1="clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ -O3"
 if ! $cc1 $defaults -S -o "$tmp/program.ptx" "$tmp/program.cl" >"$tmp/clang.log" 2>&1; then
