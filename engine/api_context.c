@@ -386,6 +386,9 @@ void tern_context_get_info(const tern_context *c, tern_context_info *info) {
     info->struct_size = sizeof *info;
     if (c && c->backend && c->backend->ops->launches)
         info->launches = c->backend->ops->launches(c->backend);
+    info->device_wait_ms = c && c->backend && c->backend->ops->device_wait_ms
+                               ? c->backend->ops->device_wait_ms(c->backend)
+                               : -1;
     if (c && c->binding) {
         info->weights_bound_bytes = c->binding->bytes;
         info->weights_users = tern_binding_users(c->model, c->binding);

@@ -157,6 +157,9 @@ typedef struct tern_backend_ops {
     /* Units of work handed to the device so far: kernel launches on a GPU, thread-pool jobs on
      * the CPU (work run on the calling thread alone is not one). Per token, what fusion saves. */
     uint64_t (*launches)(const tern_backend *be);
+    /* Milliseconds the calling thread has spent blocked on an asynchronous device so far (waiting
+     * for its queue to drain); NULL where work runs synchronously (the CPU). */
+    double (*device_wait_ms)(const tern_backend *be);
 } tern_backend_ops;
 
 struct tern_backend {

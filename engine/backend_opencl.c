@@ -476,6 +476,10 @@ static uint64_t ocl_launches(const tern_backend *be) {
     return tern_cl_launches(((const ocl_backend *)be)->cl);
 }
 
+static double ocl_device_wait_ms(const tern_backend *be) {
+    return tern_cl_host_wait_s(((const ocl_backend *)be)->cl) * 1e3;
+}
+
 static void ocl_destroy(tern_backend *be) {
     ocl_backend *b = ocl(be);
     if (!b)
@@ -515,6 +519,7 @@ static const tern_backend_ops ocl_ops = {
     .read = ocl_read,
     .memory_used = ocl_memory_used,
     .launches = ocl_launches,
+    .device_wait_ms = ocl_device_wait_ms,
 };
 
 /* ---- the self-test and creation ---- */

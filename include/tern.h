@@ -344,6 +344,10 @@ typedef struct tern_context_info {
     uint64_t weights_bound_bytes; /* held beyond the mapped file: uploaded to the device, or copied by
                                    * cpu_copy_weights (0: read in place from the mapped file) */
     tern_kv_type type_k, type_v; /* the KV cache's types */
+    /* Milliseconds the calling thread has spent blocked waiting for an asynchronous device (a GPU)
+     * so far: over a stretch of decode, wall time minus this is the host's own (enqueueing
+     * launches, sampling); -1 where the backend runs synchronously (the CPU). */
+    double device_wait_ms;
 } tern_context_info;
 void tern_context_get_info(const tern_context *ctx, tern_context_info *info);
 

@@ -151,6 +151,11 @@ static bool run_case(tern_model *m, const test_json *ref, const char *name, int 
     tern_context_get_info(ctx, &after);
     if (n_batch == 1)
         check_launches(what, m, tg, after.launches - before.launches);
+    /* the host's wait for the device: counted on OpenCL (every eval reads its logits back, a
+     * blocking read), not applicable on the CPU */
+    if (tg->opencl ? !(after.device_wait_ms > before.device_wait_ms && before.device_wait_ms >= 0)
+                   : after.device_wait_ms != -1)
+        fail_msg("%s: device_wait_ms %.6f -> %.6f", what, before.device_wait_ms, after.device_wait_ms);
     const float *last = tern_get_logits(ctx);
     const test_json *ref_last = test_json_get(ref, "last_logits");
     const double rel = relative_rms(last, ref_last, n_vocab);

@@ -52,6 +52,10 @@ typedef struct tern_bench_run {
     /* units of work handed to the device per decode token (tern_context_info.launches: kernel
      * launches on a GPU, pool jobs on the CPU); -1 when fewer than two tokens were decoded */
     double launches_per_token;
+    /* where a decode token's wall time went on an asynchronous device (tern_context_info's
+     * device_wait_ms between the first and the last token): the host blocked waiting for the
+     * device, and the rest (enqueueing, sampling); both -1 on the CPU or under two tokens */
+    double wait_ms_per_token, host_ms_per_token;
     /* the roofline: bytes per token at the mean decode position over the read bandwidth of what
      * ran it: the CPU's at n_threads, or the OpenCL device's (its read kernel) */
     uint64_t bytes_per_token;

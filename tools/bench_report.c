@@ -192,6 +192,10 @@ void tern_bench_report_md(const tern_bench_result *res, FILE *f) {
         if (first->launches_per_token >= 0)
             fprintf(f, "launches per decode token of %s: %.0f (%s)\n", label, first->launches_per_token,
                     strncmp(first->backend, "cpu", 3) ? "kernel launches" : "thread-pool jobs");
+        if (first->wait_ms_per_token >= 0)
+            fprintf(f, "a decode token of %s on the host: %.3f ms waiting for the device, %.3f ms its own "
+                       "(enqueueing, sampling)\n",
+                    label, first->wait_ms_per_token, first->host_ms_per_token);
     }
 }
 
@@ -282,6 +286,10 @@ static void json_run(const tern_bench_result *res, const tern_bench_run *run, in
             (long long)run->n_prompt, (long long)run->n_generated, run->prefill_tps, run->decode_tps,
             (unsigned long long)run->bytes_per_token);
     json_num(f, "launches_per_token", run->launches_per_token >= 0 ? run->launches_per_token : NAN, 1);
+    fputc(',', f);
+    json_num(f, "wait_ms_per_token", run->wait_ms_per_token >= 0 ? run->wait_ms_per_token : NAN, 4);
+    fputc(',', f);
+    json_num(f, "host_ms_per_token", run->host_ms_per_token >= 0 ? run->host_ms_per_token : NAN, 4);
     fputc(',', f);
     json_num(f, "bandwidth_gbs", run->bandwidth_gbs > 0 ? run->bandwidth_gbs : NAN, 3);
     fputs(",\"bandwidth_source\":", f);

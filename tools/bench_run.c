@@ -258,6 +258,7 @@ typedef struct decode_watch {
     bool decoding;
     /* the context's launches at the first token and at the latest, and tokens seen */
     uint64_t launches_first, launches_last;
+    double wait_first, wait_last, ms_first, ms_last; /* device_wait_ms and the clock at those tokens */
     int64_t tokens;
 } decode_watch;
 
@@ -274,10 +275,16 @@ static void on_token(void *user, int32_t token) {
     w->decoding = true;
     tern_context_info ci;
     tern_context_get_info(w->ctx, &ci);
-    if (w->tokens++ == 0)
+    const double now = tern_now_ms();
+    if (w->tokens++ == 0) {
         w->launches_first = ci.launches;
+        w->wait_first = ci.device_wait_ms;
+        w->ms_first = now;
+    }
     w->launches_last = ci.launches; /* the evals between two tokens: one decode step each */
-    if (w->limit_ms > 0 && tern_now_ms() - w->t0 > w->limit_ms)
+    w->wait_last = ci.device_wait_ms;
+    w->ms_last = now;
+    if (w->limit_ms > 0 && now - w->t0 > w->limit_ms)
         w->stop = 1;
 }
 
@@ -353,6 +360,7 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
     r->dropped = env->cold;
     r->huge_share = -1;
     r->launches_per_token = -1;
+    r->wait_ms_per_token = r->host_ms_per_token = -1;
     r->cached_before = page_cache_share(cfg->model, env->cold);
     const bool rss_reset = reset_peak_rss();
     const int64_t faults0 = major_faults_now();
@@ -429,6 +437,11 @@ tern_status tern_bench_run_once(tern_bench_env *env, const tern_bench_config *cf
     r->decode_tps = gs.decode_ms > 0 ? (double)gs.n_generated / gs.decode_ms * 1e3 : 0;
     r->launches_per_token =
         watch.tokens > 1 ? (double)(watch.launches_last - watch.launches_first) / (double)(watch.tokens - 1) : -1;
+    if (watch.tokens > 1 && watch.wait_first >= 0) {
+        const double steps = (double)(watch.tokens - 1), wait = watch.wait_last - watch.wait_first;
+        r->wait_ms_per_token = wait / steps;
+        r->host_ms_per_token = (watch.ms_last - watch.ms_first - wait) / steps;
+    }
     tern_decode_bytes db;
     tern_model_decode_bytes(m, gs.n_prompt + gs.n_generated / 2, ci.type_k, ci.type_v, &db);
     r->bytes_per_token = db.weights + db.kv;

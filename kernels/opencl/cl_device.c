@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/opencl/cl_internal.h"
+#include "base/timing.h"
 
 void tern_cl_fail(tern_cl *cl, const char *what, cl_int rc) {
     if (cl->failed != TERN_OK)
@@ -59,6 +60,10 @@ uint64_t tern_cl_launches(const tern_cl *cl) {
     return cl->launches;
 }
 
+double tern_cl_host_wait_s(const tern_cl *cl) {
+    return cl->wait_s;
+}
+
 const tern_cl_device_info *tern_cl_device(const tern_cl *cl) {
     return &cl->info;
 }
@@ -106,8 +111,9 @@ int64_t tern_cl_max_head_dim(const tern_cl *cl) {
 
 tern_status tern_cl_finish(tern_cl *cl, tern_error *err) {
     if (!cl->failed) {
-        const double t0 = tern_cl_profile_clock(cl);
+        const double t0 = tern_cl_profile_clock(cl), w0 = tern_now_s();
         cl_int rc = cl->api.Finish(cl->queue);
+        cl->wait_s += tern_now_s() - w0;
         tern_cl_profile_host(cl, t0, true);
         if (rc != CL_SUCCESS)
             tern_cl_fail(cl, "clFinish (a kernel failed or the device was lost)", rc);
@@ -232,8 +238,9 @@ void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows) {
 
 tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, void *host, tern_error *err) {
     if (!cl->failed) {
-        const double t0 = tern_cl_profile_clock(cl);
+        const double t0 = tern_cl_profile_clock(cl), w0 = tern_now_s();
         cl_int rc = cl->api.EnqueueReadBuffer(cl->queue, mem, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
+        cl->wait_s += tern_now_s() - w0;
         tern_cl_profile_host(cl, t0, true);
         if (rc != CL_SUCCESS)
             tern_cl_fail(cl, "reading a buffer back", rc);

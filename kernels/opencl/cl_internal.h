@@ -133,6 +133,7 @@ struct tern_cl {
     cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
         norm_rope_kv, softcap, quantize_x8, attention_tiled, attention_mma, mma_x_half;
     uint64_t launches; /* enqueued kernels (tern_cl_launches) */
+    double wait_s;     /* host time blocked in clFinish and blocking reads (tern_cl_host_wait_s) */
     bool att_tiled;    /* attention_tiled fits the device (work-group and local memory) */
     cl_kernel read_bw; /* bandwidth.cl: the read-bandwidth probe (cl_bandwidth.c) */
 

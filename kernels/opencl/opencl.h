@@ -96,6 +96,9 @@ tern_status tern_cl_set_gemm(tern_cl *cl, tern_opencl_gemm path, int64_t min_m, 
 int64_t tern_cl_gemm_min_m(const tern_cl *cl);
 /* Kernel launches enqueued through this handle so far. */
 uint64_t tern_cl_launches(const tern_cl *cl);
+/* Seconds the host has spent blocked on the device (clFinish, blocking reads) through this handle:
+ * with the wall time of a stretch of work, it says whether enqueueing or the device bounds it. */
+double tern_cl_host_wait_s(const tern_cl *cl);
 /* Device memory allocated through this handle, in bytes. */
 uint64_t tern_cl_memory_used(const tern_cl *cl);
 

@@ -48,6 +48,7 @@ json "table summary: clock and temperature" '.configs[0].runs[0] | .clock_min_mh
 json "median (min-max) summary" '.configs[0].summary.decode_tps.n == 2 and .configs[0].summary.decode_tps.min <= .configs[0].summary.decode_tps.max'
 json "peak RSS" '.configs[0].runs[0].peak_rss > 1000000'
 json "launches per decode token: none with one thread" '.configs[0].runs[0].launches_per_token == 0'
+json "no device wait on the CPU" '.configs[0].runs[0].wait_ms_per_token == null and .configs[0].runs[0].host_ms_per_token == null'
 
 # ---- lists, CSV, --cold ----
 expect "lists run every combination (csv)" 0 "$TERN" bench -m "$Q4" -t 1 -p 8,16 -n 4 -r 1 -o csv --cold
