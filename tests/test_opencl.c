@@ -1157,6 +1157,68 @@ static void test_mma_selection(void **state) {
     assert_non_null(strstr(err.message, "MMA_WN"));
 }
 
+/* The tunables table: which rows fit which devices (devices described, not opened), that their
+ * values reach the build's switches, that opencl.build_options and opencl.default_products win
+ * over them, and that the devices no row fits keep the portable defaults. */
+static void plan(const tern_cl_device_info *d, const char *options, char *rows, char *defines, size_t cap) {
+    tern_opencl_params p = g_params;
+    p.build_options = options;
+    tern_error err = {0};
+    tern_cl_tune_rows(d, rows, 64);
+    if (tern_cl_plan_defines(d, &p, defines, cap - 1, &err) != TERN_OK)
+        fail_msg("%s: %s", d->name, err.message);
+    strcat(defines, " "); /* every switch between spaces */
+}
+
+static void test_tunables_table(void **state) {
+    (void)state;
+    char rows[64], defines[600];
+    tern_cl_device_info h100 = {.name = "NVIDIA H100 80GB HBM3", .vendor = "NVIDIA Corporation",
+                                .driver = "580.95.05", .is_gpu = true, .local_mem = 49152,
+                                .max_work_group = 1024, .nv_compute = 90};
+    plan(&h100, "", rows, defines, sizeof defines);
+    assert_string_equal(rows, "nvidia-gpu");
+    const char *nv_wants[] = {" -DMV_SHFL=1 ", " -DDOT8=2 ", " -DMM_TN=128 ", " -DSYNC=2 ", " -DRES_MAX=2048 ",
+                              " -DMMA=2 ", " -DINLINE=1 "};
+    for (size_t i = 0; i < sizeof nv_wants / sizeof nv_wants[0]; i++)
+        if (!strstr(defines, nv_wants[i]))
+            fail_msg("H100: no%s in%s", nv_wants[i], defines);
+    /* the user's switch is theirs: the build gets it from opencl.build_options, not twice */
+    plan(&h100, "-DSYNC=0 -DMM_TN=64", rows, defines, sizeof defines);
+    assert_null(strstr(defines, "-DSYNC="));
+    assert_null(strstr(defines, "-DMM_TN="));
+    assert_non_null(strstr(defines, " -DDOT8=2 "));
+    tern_opencl_params p = g_params;
+    p.default_products = TERN_OPENCL_PRODUCTS_F32;
+    tern_error err = {0};
+    assert_int_equal(tern_cl_plan_defines(&h100, &p, defines, sizeof defines, &err), TERN_OK);
+    assert_non_null(strstr(defines, " -DDOT8=0"));
+
+    tern_cl_device_info small_nv = h100; /* a row fits only what its values need */
+    small_nv.max_work_group = 128;
+    plan(&small_nv, "", rows, defines, sizeof defines);
+    assert_string_equal(rows, "");
+    assert_non_null(strstr(defines, " -DDOT8=0 "));
+
+    tern_cl_device_info other_gpu = {.name = "Mali-G715", .vendor = "ARM", .driver = "r44p0", .is_gpu = true,
+                                     .local_mem = 32768, .max_work_group = 1024};
+    plan(&other_gpu, "", rows, defines, sizeof defines);
+    assert_string_equal(rows, "");
+    const char *portable[] = {" -DMV_SHFL=0 ", " -DDOT8=0 ", " -DMM_TN=64 ", " -DSYNC=0 ", " -DMMA=0 ",
+                              " -DINLINE=1 ", " -DUNROLL=1 "};
+    for (size_t i = 0; i < sizeof portable / sizeof portable[0]; i++)
+        if (!strstr(defines, portable[i]))
+            fail_msg("Mali: no%s in%s", portable[i], defines);
+
+    tern_cl_device_info cpu = {.name = "cpu", .vendor = "GenuineIntel", .driver = "6.0", .is_gpu = false,
+                               .local_mem = 4 << 20, .max_work_group = 4096};
+    plan(&cpu, "", rows, defines, sizeof defines);
+    assert_string_equal(rows, "cpu-device");
+    assert_non_null(strstr(defines, " -DSYNC=1 "));
+    assert_non_null(strstr(defines, " -DINLINE=0 "));
+    assert_non_null(strstr(defines, " -DDOT8=0 "));
+}
+
 /* Forced on: the kernel (mma.sync on NVIDIA, the portable emulation elsewhere) passes its
  * self-test, the verdict is cached, and products of odd shapes over the Q4_K_M mix's types
  * (tails of rows and tokens in the 128 x 64 tiles, more than one tile each way) match the
@@ -1899,6 +1961,7 @@ int main(void) {
         cmocka_unit_test(test_program_cache),
         cmocka_unit_test(test_build_failure),
         cmocka_unit_test(test_dot8_fallback),
+        cmocka_unit_test(test_tunables_table),
         cmocka_unit_test(test_mma_selection),
         cmocka_unit_test(test_mma_products),
         cmocka_unit_test(test_mma_attention),

@@ -110,6 +110,17 @@ static int print_devices(void) {
                tern_cli_bytes(d->global_mem, mem, sizeof mem), tern_cli_bytes(d->max_alloc, alloc, sizeof alloc),
                (unsigned long long)(d->local_mem / 1024), d->compute_units, d->max_work_group);
         printf("    fp16 (cl_khr_fp16): %s, subgroups: %s\n", d->fp16 ? "yes" : "no", d->subgroups ? "yes" : "no");
+        char rows[128], defines[600];
+        tern_cl_tune_rows(d, rows, sizeof rows);
+        tern_error perr = {0};
+        if (tern_cl_plan_defines(d, &params, defines, sizeof defines, &perr) == TERN_OK)
+            printf("    kernel switches (portable defaults%s%s%s%s):%s%s%s\n", rows[0] ? ", the tunables table's " : "",
+                   rows, rows[0] ? (strchr(rows, ',') ? " rows" : " row") : "",
+                   params.build_options && params.build_options[0] ? ", then TERN_OPENCL_OPTIONS" : "",
+                   defines, params.build_options && params.build_options[0] ? " " : "",
+                   params.build_options ? params.build_options : "");
+        else
+            printf("    kernel switches: %s\n", perr.message);
     }
     tern_backend *be = NULL;
     if (tern_backend_opencl_create(-1, true, &params, &(tern_logger){tern_cli_log, NULL}, &be, &err) ==

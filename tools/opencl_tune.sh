@@ -179,3 +179,12 @@ if grep -q "tensor-core prefill" "$OUT/decode_profile.log"; then
         grep -hE "^ +matmul_mma_q4_k " "$OUT/$name.log" | head -1 | sed 's/^/   /'
     done
 fi
+
+# The tunables table (kernels/opencl/cl_tune_table.c): what the device's build gets today, and a row
+# to start from, naming this device; put the values the sweeps above measured faster in it (the
+# rows and their order: docs/opencl.md, "Tunables").
+echo "== the tunables table: this device's switches today"
+grep -h "kernel switches" "$OUT/devices.log" | sed 's/^ */   /'
+DEV_NAME=$(sed -n "s/^  device ${TERN_TEST_OPENCL_DEVICE}: \(.*\) (\(GPU\|not a GPU\), \(.*\))\$/\1/p" "$OUT/devices.log")
+DEV_VENDOR=$(sed -n "s/^  device ${TERN_TEST_OPENCL_DEVICE}: .* (\(GPU\|not a GPU\), \(.*\))\$/\2/p" "$OUT/devices.log")
+echo "   a row: {\"<name>\", \"${DEV_VENDOR:-<vendor>}\", \"${DEV_NAME:-<device>}\", NULL, 1, 256, 32768, \"-DNAME=value ...\"},"

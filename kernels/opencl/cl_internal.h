@@ -201,11 +201,25 @@ bool tern_cl_attention_mma_fits(const tern_cl_attn_shape *s);
 #define TERN_CL_MMA_LOCAL_BYTES(tn, tm, kp, bufs) \
     ((uint64_t)(bufs) * 4u * (16u * (uint64_t)(kp) + 4u) * ((uint64_t)(tn) + (uint64_t)(tm)))
 
-/* NVIDIA GPUs get defaults measured on one (docs/benchmarks.md): int8 decode products with dp4a,
- * larger prefill tiles, and our tiled prefill kernel rather than CLBlast. */
+/* NVIDIA GPUs: tensor cores by compute capability, and our tiled prefill kernel rather than
+ * CLBlast (their tunables: the table's nvidia-gpu row, cl_tune_table.c). */
 static inline bool tern_cl_nvidia_gpu(const tern_cl_device_info *d) {
     return d->is_gpu && strstr(d->vendor, "NVIDIA") != NULL;
 }
+
+/* ---- the tunables table (cl_tune_table.c) ---- */
+
+/* The value given as -DNAME=value in options (the last such word), in [min, max]: 1 found, 0
+ * absent, -1 malformed or out of range. */
+int tern_cl_find_define(const char *options, const char *name, int min, int max, int *value);
+/* The table's value of -DNAME for device d, from the last row that fits d and sets it (its name in
+ * *row): 1 found, 0 none, -1 malformed or out of [min, max] (a defect of the table). */
+int tern_cl_tune_lookup(const tern_cl_device_info *d, const char *name, int min, int max, int *value,
+                        const char **row);
+/* The first NAME a row fitting d sets that is not among names (into buf, its row's name in *row),
+ * or NULL: a row must not set what the program does not know. */
+const char *tern_cl_tune_unknown(const tern_cl_device_info *d, const char *const *names, size_t n_names,
+                                 const char **row, char *buf, size_t cap);
 
 /* Remembers the first failure: "<what>: <CL status name>" (later ones are dropped). */
 void tern_cl_fail(tern_cl *cl, const char *what, cl_int rc);

@@ -41,22 +41,6 @@ typedef struct tunable {
     int min, max;
 } tunable;
 
-/* The value given as -DNAME=value in extra, if any, in [min, max]: 1 found, 0 absent, -1
- * malformed or out of range. */
-static int find_define(const char *extra, const char *name, int min, int max, int *value) {
-    char pat[48];
-    snprintf(pat, sizeof pat, "-D%s=", name);
-    const char *at = extra ? strstr(extra, pat) : NULL;
-    if (!at)
-        return 0;
-    char *end;
-    long v = strtol(at + strlen(pat), &end, 10);
-    if (end == at + strlen(pat) || (*end != '\0' && *end != ' ') || v < min || v > max)
-        return -1;
-    *value = (int)v;
-    return 1;
-}
-
 /* What a rebuild after a failed build turns off, whatever the defaults: the int8 decode products
  * (DOT8), the tensor-core prefill kernels (MMA). */
 typedef struct build_fallback {
@@ -100,13 +84,12 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
     *given = (build_given){false, false}; /* before any refusal: the caller reads it either way */
     tern_cl_tunables *t = &cl->tune;
     const size_t max_wg = cl->info.max_work_group;
-    /* Defaults suit current GPUs; small work-group limits (some embedded GPUs) shrink them. */
+    /* The portable defaults follow from the device's limits (small work-group limits, as on some
+     * embedded GPUs, shrink them); the tunables table (cl_tune_table.c) replaces some with values
+     * measured on the devices its rows fit; opencl.build_options replaces any. */
     const int wide = max_wg >= 256 ? 256 : (int)max_wg;
     enum { BIG = 65536 };
-    /* NVIDIA: dp4a (f32 products there are bound by the integer instructions that turn levels
-     * into floats), the products' sums by warp shuffles, and 128 x 128 prefill tiles of 8 x 8
-     * per work-item, each measured faster on an H200 than the portable choice
-     * (docs/benchmarks.md). Elsewhere the portable, unmeasured-safe defaults. */
+    /* tensor cores where NVIDIA's compute capability has them (a kernel path, not a tuning) */
     const bool nv = tern_cl_nvidia_gpu(&cl->info) && max_wg >= 256 && cl->info.local_mem >= 32768;
     /* opencl.default_products replaces the device's default DOT8 (tests of the fallback on
      * devices whose default is 0; -DDOT8= in opencl.build_options is the user's choice, kept) */
@@ -115,8 +98,6 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
             err, TERN_ERR_INVALID_ARG,
             "opencl.default_products is TERN_OPENCL_PRODUCTS_AUTO, _F32, _INT8 or _DP4A, not %d",
             (int)p->default_products);
-    const int dot8_default =
-        p->default_products == TERN_OPENCL_PRODUCTS_AUTO ? (nv ? 2 : 0) : (int)p->default_products - 1;
     int mma = 0;
     tern_status st = mma_default(cl, p->mma, nv, &mma, err);
     if (st != TERN_OK)
@@ -124,12 +105,12 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
     tunable list[] = {
         {"MV_WGS", &t->mv_wgs, wide >= 64 ? 64 : wide, true, 1, BIG},
         {"MV_ROWS", &t->mv_rows, 4, false, 1, BIG},
-        {"MV_SHFL", &t->mv_shfl, nv ? 1 : 0, false, 0, 1},
-        {"DOT8", &t->dot8, off.dot8_off ? 0 : dot8_default, false, 0, 2},
-        {"MM_TN", &t->mm_tn, nv ? 128 : 64, false, 1, BIG},
-        {"MM_TM", &t->mm_tm, nv ? 128 : 64, false, 1, BIG},
-        {"MM_WN", &t->mm_wn, nv || max_wg < 256 ? 8 : 4, false, 1, BIG},
-        {"MM_WM", &t->mm_wm, nv || max_wg < 256 ? 8 : 4, false, 1, BIG},
+        {"MV_SHFL", &t->mv_shfl, 0, false, 0, 1},
+        {"DOT8", &t->dot8, 0, false, 0, 2},
+        {"MM_TN", &t->mm_tn, 64, false, 1, BIG},
+        {"MM_TM", &t->mm_tm, 64, false, 1, BIG},
+        {"MM_WN", &t->mm_wn, max_wg < 256 ? 8 : 4, false, 1, BIG},
+        {"MM_WM", &t->mm_wm, max_wg < 256 ? 8 : 4, false, 1, BIG},
         {"NORM_WGS", &t->norm_wgs, wide, true, 1, BIG},
         {"EW_WGS", &t->ew_wgs, wide >= 64 ? 64 : wide, false, 1, BIG},
         {"ATT_WGS", &t->att_wgs, wide >= 128 ? 128 : wide, true, 1, BIG},
@@ -153,13 +134,11 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
          * (half the bytes of x per stage; the same results): the products 20-30 % faster on an
          * H100 (docs/benchmarks.md, session 22) */
         {"MMA_XH", &t->mma_xh, 1, false, 0, 1},
-        /* the last work-group runs the next op (common.cl): with PTX's fence on NVIDIA, with
-         * mem_fence on CPU devices (PoCL, where the tests run); other GPUs keep separate launches
-         * until measured there */
-        {"SYNC", &t->sync, nv ? 2 : cl->info.is_gpu ? 0 : 1, false, 0, 2},
-        /* matvec_res's last group walks the whole residual alone: at 4096 wide it took ~8 us on an
-         * H200, more than the add_rmsnorm launch it saves; at 2048 it wins (docs/benchmarks.md) */
-        {"RES_MAX", &t->res_max, nv ? 2048 : BIG, false, 0, BIG},
+        /* the last work-group runs the next op (common.cl; 1 behind mem_fence, 2 PTX's fence):
+         * GPUs keep separate launches until measured (the table's rows) */
+        {"SYNC", &t->sync, 0, false, 0, 2},
+        /* matvec_res's last group walks the whole residual alone (up to this wide) */
+        {"RES_MAX", &t->res_max, BIG, false, 0, BIG},
         /* decode attention's keys per span at least this: shorter spans leave most of a work-group
          * idle and add to the merge, longer ones leave the device idle (on an H100 at 512-576
          * keys: 128 and 64 decode 18 % faster than 32, 256 and 1024 slower; docs/benchmarks.md) */
@@ -171,16 +150,23 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         {"FA_WARPS", &t->fa_warps, 4, true, 1, 8},
         {"MMA_ATT", &t->mma_att, 1, false, 0, 1},
         /* the typed bodies inlined into every kernel and #pragma unroll on the loops over register
-         * arrays (common.cl): on GPUs, whose compilers may otherwise keep those arrays in local
-         * memory (NVIDIA's does not: the same registers either way); not on CPU devices, where a
-         * stack array is cheap and the larger program is slower to compile */
-        {"INLINE", &t->inline_typed, cl->info.is_gpu ? 1 : 0, false, 0, 1},
-        {"UNROLL", &t->unroll, cl->info.is_gpu ? 1 : 0, false, 0, 1},
+         * arrays (common.cl): GPUs' compilers may otherwise keep those arrays in local memory
+         * (NVIDIA's does not: the same registers either way) */
+        {"INLINE", &t->inline_typed, 1, false, 0, 1},
+        {"UNROLL", &t->unroll, 1, false, 0, 1},
     };
+    enum { N_TUNABLES = sizeof list / sizeof list[0] };
+    const char *names[N_TUNABLES], *row = NULL;
+    for (size_t i = 0; i < N_TUNABLES; i++)
+        names[i] = list[i].name;
+    char unknown[48];
+    if (tern_cl_tune_unknown(&cl->info, names, N_TUNABLES, &row, unknown, sizeof unknown))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "the tunables table's row %s sets %s, not a tunable", row,
+                              unknown);
     size_t used = 0;
     defines[0] = '\0';
-    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
-        int found = find_define(extra, list[i].name, list[i].min, list[i].max, list[i].value);
+    for (size_t i = 0; i < N_TUNABLES; i++) {
+        int found = tern_cl_find_define(extra, list[i].name, list[i].min, list[i].max, list[i].value);
         if (found < 0)
             return tern_error_set(err, TERN_ERR_INVALID_ARG,
                                   "opencl.build_options: -D%s needs an integer in %d..%d", list[i].name,
@@ -190,8 +176,18 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         if (found && list[i].value == &t->mma)
             given->mma = true;
         if (!found) {
-            *list[i].value = list[i].def;
-            used += (size_t)snprintf(defines + used, cap - used, " -D%s=%d", list[i].name, list[i].def);
+            int v = list[i].def;
+            if (tern_cl_tune_lookup(&cl->info, list[i].name, list[i].min, list[i].max, &v, &row) < 0)
+                return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                                      "the tunables table's row %s: -D%s needs an integer in %d..%d", row,
+                                      list[i].name, list[i].min, list[i].max);
+            /* opencl.default_products over the device's DOT8; a failed int8 build's rebuild: 0 */
+            if (list[i].value == &t->dot8 && p->default_products != TERN_OPENCL_PRODUCTS_AUTO)
+                v = (int)p->default_products - 1;
+            if (list[i].value == &t->dot8 && off.dot8_off)
+                v = 0;
+            *list[i].value = v;
+            used += (size_t)snprintf(defines + used, cap - used, " -D%s=%d", list[i].name, v);
             if (used >= cap)
                 return tern_error_set(err, TERN_ERR_INVALID_ARG, "build options too long");
         }
@@ -407,6 +403,18 @@ static tern_status build_program(tern_cl *cl, const tern_opencl_params *p, build
         free(bin);
     }
     return TERN_OK;
+}
+
+tern_status tern_cl_plan_defines(const tern_cl_device_info *d, const tern_opencl_params *p, char *defines,
+                                 size_t cap, tern_error *err) {
+    tern_cl *cl = calloc(1, sizeof *cl);
+    if (!cl)
+        return tern_error_set(err, TERN_ERR_NOMEM, "out of memory");
+    cl->info = *d;
+    build_given given;
+    tern_status st = resolve_tunables(cl, p, (build_fallback){false, false}, &given, defines, cap, err);
+    free(cl);
+    return st;
 }
 
 /* A build that failed with what a fallback turns off still on: the same build with it off, and

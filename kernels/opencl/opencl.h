@@ -52,6 +52,15 @@ typedef struct tern_cl_device_info {
 tern_status tern_cl_list_devices(const char *library, tern_cl_device_info *out, int cap, int *n_out,
                                  tern_error *err);
 
+/* The rows of the tunables table (cl_tune_table.c) that fit a device, by name, comma-separated
+ * into out ("cpu-device", "nvidia-gpu"); "" where none does (the portable defaults). */
+void tern_cl_tune_rows(const tern_cl_device_info *d, char *out, size_t cap);
+/* The -DNAME=value switches a program for device d would be built with under params besides
+ * opencl.build_options (which come after them): the portable defaults with the table's rows
+ * applied, without opening the device (tern info --devices, tests). */
+tern_status tern_cl_plan_defines(const tern_cl_device_info *d, const tern_opencl_params *params, char *defines,
+                                 size_t cap, tern_error *err);
+
 /* ---- one device ---- */
 
 typedef struct tern_cl tern_cl;
