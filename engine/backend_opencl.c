@@ -612,9 +612,9 @@ static tern_status create_on(int device, const tern_opencl_params *params, const
     const char *mma = tern_cl_mma_state(b->cl);
     char prefill[120] = "";
     if (tern_cl_mma_on(b->cl))
-        snprintf(prefill, sizeof prefill, tern_cl_mma_attention_on(b->cl)
-                                              ? ", f16 tensor-core prefill"
-                                              : ", f16 tensor-core prefill products (attention: portable kernel)");
+        snprintf(prefill, sizeof prefill, "%s tensor-core prefill%s",
+                 tern_cl_mma_int8(b->cl, TERN_TYPE_Q4_K) ? ", f16 and int8 (Q4_K)" : ", f16",
+                 tern_cl_mma_attention_on(b->cl) ? "" : " products (attention: portable kernel)");
     else if (mma[0])
         snprintf(prefill, sizeof prefill, ", tensor cores %.100s", mma);
     snprintf(b->base.description, sizeof b->base.description, "opencl (%s), %s decode products%s",

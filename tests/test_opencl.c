@@ -221,7 +221,10 @@ static void check_matmul(tern_cl *cl, const weights *w, const tern_cl_matrix *de
              * mma kernel rounds each weight and each x to f16 first, each by at most 2^-11 of
              * itself (so a product by 2^-10 of |w x|; f16 subnormals by 2^-25 absolute) */
             const double f16 = mma_products(cl, m) ? 1e-3 * mag + 1e-4 : 0;
-            if (fabs(g - exact) > 1e-5 * mag + 1e-6 + f16)
+            /* int8 tensor cores (MMA_I8) multiply the exact levels by x rounded to 8 bits per block
+             * of 32: each x off by at most half a level, 1/254 of its block's largest |x| */
+            const double i8 = mma_products(cl, m) && tern_cl_mma_int8(cl, w->type) ? wsum * xmax / 254.0 : 0;
+            if (fabs(g - exact) > 1e-5 * mag + 1e-6 + f16 + i8)
                 fail_msg("%s %lldx%lld m=%lld: y[%lld][%lld] = %.7g, exact %.7g (magnitude %.3g)",
                          tern_type_name(w->type), (long long)w->n, (long long)w->k, (long long)m,
                          (long long)i, (long long)r, g, exact, mag);
@@ -1178,8 +1181,8 @@ static void test_tunables_table(void **state) {
                                 .max_work_group = 1024, .nv_compute = 90};
     plan(&h100, "", rows, defines, sizeof defines);
     assert_string_equal(rows, "nvidia-gpu");
-    const char *nv_wants[] = {" -DMV_SHFL=1 ", " -DDOT8=2 ", " -DMM_TN=128 ", " -DSYNC=2 ", " -DRES_MAX=2048 ",
-                              " -DMMA=2 ", " -DINLINE=1 "};
+    const char *nv_wants[] = {" -DMV_SHFL=1 ", " -DDOT8=2 ", " -DMM_TN=128 ", " -DSYNC=2 ",
+                              " -DRES_MAX=2048 ", " -DMMA=2 ", " -DINLINE=1 "};
     for (size_t i = 0; i < sizeof nv_wants / sizeof nv_wants[0]; i++)
         if (!strstr(defines, nv_wants[i]))
             fail_msg("H100: no%s in%s", nv_wants[i], defines);
@@ -1261,6 +1264,20 @@ static void test_mma_products(void **state) {
         check_product(cl, TERN_TYPE_Q8_0, 131, 544, 70);
         tern_cl_free(cl);
     }
+    /* Q4_K on int8 tensor cores (MMA_I8; its own self-test at open): the default tile and one
+     * warp's, Q6_K beside it on f16 ones from the same x */
+    const char *i8_tiles[] = {"-DMMA_I8=1", "-DMMA_I8=1 -DMMA_TN=16 -DMMA_TM=8 -DMMA_WN=16 -DMMA_WM=8"};
+    for (size_t i = 0; i < sizeof i8_tiles / sizeof i8_tiles[0]; i++) {
+        cl = open_mma(TERN_OPENCL_MMA_ON, i8_tiles[i]);
+        if (!tern_cl_mma_on(cl) || !tern_cl_mma_int8(cl, TERN_TYPE_Q4_K) ||
+            tern_cl_mma_int8(cl, TERN_TYPE_Q6_K))
+            fail_msg("%s: %s", i8_tiles[i], tern_cl_mma_state(cl));
+        check_product(cl, TERN_TYPE_Q4_K, 131, 768, 9);
+        check_product(cl, TERN_TYPE_Q4_K, 259, 512, 70);
+        if (i == 0)
+            check_product(cl, TERN_TYPE_Q6_K, 131, 512, 70);
+        tern_cl_free(cl);
+    }
 }
 
 /* Prefill attention on tensor cores (mma.sync on NVIDIA, the emulation elsewhere) against the CPU
@@ -1298,6 +1315,13 @@ static void test_mma_fallbacks(void **state) {
     cl = open_mma(TERN_OPENCL_MMA_ON, "-DTERN_WRONG_MMA"); /* the failure is cached too */
     assert_false(tern_cl_mma_on(cl));
     assert_non_null(strstr(tern_cl_mma_state(cl), "cached verdict"));
+    tern_cl_free(cl);
+    /* the int8 Q4_K kernel's self-test catches its layout error too (its tolerance is wider) */
+    cl = open_mma(TERN_OPENCL_MMA_ON, "-DTERN_WRONG_MMA -DMMA_I8=1");
+    assert_false(tern_cl_mma_on(cl));
+    assert_false(tern_cl_mma_int8(cl, TERN_TYPE_Q4_K));
+    if (!strstr(tern_cl_mma_state(cl), "off: the self-test failed: a Q4_K product is off"))
+        fail_msg("state: %s", tern_cl_mma_state(cl));
     tern_cl_free(cl);
     /* an attention kernel that computes wrongly: the products stay on tensor cores, attention
      * goes back to attention_tiled (exact to 1e-5 again), cached as such */

@@ -182,8 +182,8 @@ static void print_text(const tern_doctor_input *in, const tern_doctor_check *che
                 printf(", %.0f %s per token", m->run.launches_per_token,
                        strncmp(m->run.backend, "cpu", 3) ? "kernel launches" : "thread-pool jobs");
             if (m->run.wait_ms_per_token >= 0)
-                printf(", a token %.3f ms waiting for the device and %.3f ms on the host", m->run.wait_ms_per_token,
-                       m->run.host_ms_per_token);
+                printf(", a token %.3f ms waiting for the device and %.3f ms on the host",
+                       m->run.wait_ms_per_token, m->run.host_ms_per_token);
             putchar('\n');
         }
     }
@@ -196,14 +196,14 @@ static void print_text(const tern_doctor_input *in, const tern_doctor_check *che
         const bool on_cpu = tern_bench_bandwidth_kind(m->run.backend, NULL, 0) == TERN_BENCH_BW_CPU;
         int k = 0;
         if (!on_cpu && m->run.wait_ms_per_token >= 0 && m->run.host_ms_per_token > m->run.wait_ms_per_token) {
-            printf("  %d. the host, not the device: %.3f ms of each token enqueueing %.0f launches and sampling, "
-                   "%.3f ms waiting for the device (launch costs set the pace of a small model's decode: "
-                   "docs/opencl.md)\n",
+            printf("  %d. the host, not the device: %.3f ms of each token enqueueing %.0f launches and "
+                   "sampling, %.3f ms waiting for the device (launch costs set the pace of a small model's "
+                   "decode: docs/opencl.md)\n",
                    ++k, m->run.host_ms_per_token, m->run.launches_per_token, m->run.wait_ms_per_token);
         }
         if (!on_cpu) {
-            printf("  %d. on an OpenCL device: the kernels against the device's read kernel (tern kbench --isa "
-                   "opencl) and the time per launch (TERN_OPENCL_PROFILE=1 tern run ...)\n",
+            printf("  %d. on an OpenCL device: the kernels against the device's read kernel (tern kbench "
+                   "--isa opencl) and the time per launch (TERN_OPENCL_PROFILE=1 tern run ...)\n",
                    ++k);
         }
         for (int i = 0; on_cpu && i < n; i++)

@@ -114,8 +114,9 @@ static int print_devices(void) {
         tern_cl_tune_rows(d, rows, sizeof rows);
         tern_error perr = {0};
         if (tern_cl_plan_defines(d, &params, defines, sizeof defines, &perr) == TERN_OK)
-            printf("    kernel switches (portable defaults%s%s%s%s):%s%s%s\n", rows[0] ? ", the tunables table's " : "",
-                   rows, rows[0] ? (strchr(rows, ',') ? " rows" : " row") : "",
+            printf("    kernel switches (portable defaults%s%s%s%s):%s%s%s\n",
+                   rows[0] ? ", the tunables table's " : "", rows,
+                   rows[0] ? (strchr(rows, ',') ? " rows" : " row") : "",
                    params.build_options && params.build_options[0] ? ", then TERN_OPENCL_OPTIONS" : "",
                    defines, params.build_options && params.build_options[0] ? " " : "",
                    params.build_options ? params.build_options : "");

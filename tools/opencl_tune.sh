@@ -154,6 +154,13 @@ if grep -q "tensor-core prefill" "$OUT/decode_profile.log"; then
         grep -h "^| t=" "$OUT/mma_att$o.log" | tail -1 | sed 's/^/   /'
         grep -hE "^ +(attention_(mma|tiled)|matmul_mma_q4_k|mma_x_half) " "$OUT/mma_att$o.log" | sed 's/^/   /'
     done
+    # the Q4_K product on int8 tensor cores (MMA_I8) against the f16 one
+    for o in "-DMMA_I8=0" "-DMMA_I8=1"; do
+        step "mma_i8$o" env TERN_OPENCL_OPTIONS="$o" TERN_OPENCL_PROFILE=1 \
+            "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 16 -r 2
+        grep -h "^| t=" "$OUT/mma_i8$o.log" | tail -1 | sed 's/^/   /'
+        grep -hE "^ +(matmul_mma_q4_k|mma_x8|mma_x_half) " "$OUT/mma_i8$o.log" | sed 's/^/   /'
+    done
     # where the product's time goes: each part of a stage left out in turn (TERN_MMA_DIAG, results
     # wrong on purpose; 1 global loads, 2 mma.sync, 3 unpacking and local stores)
     for d in 0 1 2 3; do

@@ -44,7 +44,7 @@ void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
         rounded[d] = (global[d] + local[d] - 1) / local[d] * local[d];
     }
     if (!cl->keep_x8)
-        cl->x8_of = cl->xh_of = NULL; /* the kernel may write the buffer x8 or xh was rounded from */
+        cl->x8_of = cl->xh_of = cl->xi_of = NULL; /* the kernel may write what x8, xh or xi came from */
     cl_int rc = cl->api.EnqueueNDRangeKernel(cl->queue, kernel, dims, NULL, rounded, local, 0, NULL,
                                              tern_cl_profile_slot(cl));
     if (rc != CL_SUCCESS) {
@@ -87,6 +87,10 @@ bool tern_cl_mma_takes_prefill(const tern_cl *cl) {
 
 bool tern_cl_mma_on(const tern_cl *cl) {
     return cl->mma;
+}
+
+bool tern_cl_mma_int8(const tern_cl *cl, uint32_t type) {
+    return cl->mma && cl->tune.mma_i8 && type == TERN_TYPE_Q4_K;
 }
 
 bool tern_cl_mma_attention_on(const tern_cl *cl) {
@@ -161,6 +165,8 @@ void tern_cl_forget_rounded(tern_cl *cl, cl_mem mem) {
         cl->x8_of = NULL;
     if (mem == cl->xh_of)
         cl->xh_of = NULL;
+    if (mem == cl->xi_of)
+        cl->xi_of = NULL;
 }
 
 void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes) {
@@ -367,6 +373,8 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
         st = make_kernel(cl, "attention_mma", (size_t)(32 * t->fa_warps), &cl->attention_mma, err);
     if (st == TERN_OK && t->mma)
         st = make_kernel(cl, "mma_x_half", 0, &cl->mma_x_half, err);
+    if (st == TERN_OK && t->mma && t->mma_i8)
+        st = make_kernel(cl, "mma_x8", 0, &cl->mma_x8, err);
     /* attention_tiled where its 4 ATT_TQ work-items and its local memory fit */
     size_t allowed = 0;
     cl->att_tiled = st == TERN_OK &&
@@ -546,7 +554,7 @@ void tern_cl_free(tern_cl *cl) {
     cl_kernel ops[] = {cl->rmsnorm,  cl->add_rmsnorm, cl->rope,           cl->glu,     cl->add,
                        cl->add_bias, cl->kv_store,    cl->attention,      cl->read_bw, cl->attention_merge,
                        cl->rope_kv,  cl->quantize_x8, cl->attention_tiled, cl->norm_rope_kv, cl->softcap,
-                       cl->attention_mma, cl->mma_x_half};
+                       cl->attention_mma, cl->mma_x_half, cl->mma_x8};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i])
             cl->api.ReleaseKernel(ops[i]);
@@ -557,6 +565,7 @@ void tern_cl_free(tern_cl *cl) {
         tern_cl_release(cl, cl->x8[i], cl->x8_bytes[i]);
     tern_cl_release(cl, cl->counters, cl->counters_bytes);
     tern_cl_release(cl, cl->xh, cl->xh_bytes);
+    tern_cl_release(cl, cl->xi, cl->xi_bytes);
     if (cl->program && !cl->attached)
         cl->api.ReleaseProgram(cl->program);
     if (cl->queue)

@@ -69,6 +69,7 @@ typedef struct tern_cl_tunables {
     int att_wgs, att_max_d, att_tq, att_kg; /* attention.cl */
     int mma;                        /* matmul_mma.cl's MMA: 0 not built, 1 portable, 2 mma.sync */
     int mma_tn, mma_tm, mma_wn, mma_wm, mma_split, mma_kp, mma_bufs, mma_xh;
+    int mma_i8; /* matmul_mma_q4_k on int8 tensor cores, x rounded by mma_x8 */
     int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */
     int res_max;      /* matvec_res for residuals up to this wide (host only) */
     int att_span_min; /* decode attention's fewest keys per span (host only) */
@@ -131,7 +132,7 @@ struct tern_cl {
      * [5] matmul_mma (only where MMA is built), [6] matvec_res, [7] matvec3_rope */
     char names[8][TERN_TYPE_COUNT][20];
     cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
-        norm_rope_kv, softcap, quantize_x8, attention_tiled, attention_mma, mma_x_half;
+        norm_rope_kv, softcap, quantize_x8, attention_tiled, attention_mma, mma_x_half, mma_x8;
     uint64_t launches; /* enqueued kernels (tern_cl_launches) */
     double wait_s;     /* host time blocked in clFinish and blocking reads (tern_cl_host_wait_s) */
     bool att_tiled;    /* attention_tiled fits the device (work-group and local memory) */
@@ -170,6 +171,10 @@ struct tern_cl {
     cl_mem xh, xh_of;
     size_t xh_bytes;
     int64_t xh_m, xh_k;
+    /* the same for MMA_I8: xi holds xi_of rounded to 8 bits by mma_x8 */
+    cl_mem xi, xi_of;
+    size_t xi_bytes;
+    int64_t xi_m, xi_k;
     cl_mem counters; /* arrive_last's counters (SYNC), zeroed, grown on first use */
     size_t counters_bytes;
 
@@ -200,6 +205,8 @@ bool tern_cl_attention_mma_fits(const tern_cl_attn_shape *s);
  * rows of 16 kp + 4 words. */
 #define TERN_CL_MMA_LOCAL_BYTES(tn, tm, kp, bufs) \
     ((uint64_t)(bufs) * 4u * (16u * (uint64_t)(kp) + 4u) * ((uint64_t)(tn) + (uint64_t)(tm)))
+/* matmul_mma_q4_k's with MMA_I8: two buffers of rows of 20 words and a float4 of scales each. */
+#define TERN_CL_MMA_I8_LOCAL_BYTES(tn, tm) (2u * 4u * 24u * ((uint64_t)(tn) + (uint64_t)(tm)))
 
 /* NVIDIA GPUs: tensor cores by compute capability, and our tiled prefill kernel rather than
  * CLBlast (their tunables: the table's nvidia-gpu row, cl_tune_table.c). */

@@ -134,6 +134,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
          * (half the bytes of x per stage; the same results): the products 20-30 % faster on an
          * H100 (docs/benchmarks.md, session 22) */
         {"MMA_XH", &t->mma_xh, 1, false, 0, 1},
+        /* the Q4_K product on int8 tensor cores (matmul_mma.cl): unmeasured on a GPU */
+        {"MMA_I8", &t->mma_i8, 0, false, 0, 1},
         /* the last work-group runs the next op (common.cl; 1 behind mem_fence, 2 PTX's fence):
          * GPUs keep separate launches until measured (the table's rows) */
         {"SYNC", &t->sync, 0, false, 0, 2},
@@ -161,8 +163,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         names[i] = list[i].name;
     char unknown[48];
     if (tern_cl_tune_unknown(&cl->info, names, N_TUNABLES, &row, unknown, sizeof unknown))
-        return tern_error_set(err, TERN_ERR_INVALID_ARG, "the tunables table's row %s sets %s, not a tunable", row,
-                              unknown);
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "the tunables table's row %s sets %s, not a tunable",
+                              row, unknown);
     size_t used = 0;
     defines[0] = '\0';
     for (size_t i = 0; i < N_TUNABLES; i++) {
@@ -219,7 +221,9 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
     /* local memory: matmul tiles (f32), the mma tiles (TERN_CL_MMA_LOCAL_BYTES: MMA_BUFS buffers
      * of padded f16 rows), attention's query and score rows */
     const uint64_t local = 4u * (uint64_t)(32 * (t->mm_tn + t->mm_tm));
-    const uint64_t mma_local = t->mma ? TERN_CL_MMA_LOCAL_BYTES(t->mma_tn, t->mma_tm, t->mma_kp, t->mma_bufs) : 0;
+    uint64_t mma_local = t->mma ? TERN_CL_MMA_LOCAL_BYTES(t->mma_tn, t->mma_tm, t->mma_kp, t->mma_bufs) : 0;
+    if (t->mma && t->mma_i8 && TERN_CL_MMA_I8_LOCAL_BYTES(t->mma_tn, t->mma_tm) > mma_local)
+        mma_local = TERN_CL_MMA_I8_LOCAL_BYTES(t->mma_tn, t->mma_tm);
     if (local > cl->info.local_mem || mma_local > cl->info.local_mem)
         return tern_error_set(err, TERN_ERR_UNSUPPORTED,
                               "the matmul tiles need %llu bytes of local memory, the device has %llu",

@@ -104,6 +104,14 @@ typedef uint2 mma_x4; /* 4 activations: f16 pairs, the first in the low half */
 #else
 typedef float4 mma_x4;
 #endif
+/* MMA_I8 1 (off until measured on a GPU): the Q4_K product on the int8 tensor cores
+ * (matmul_mma_q4_k below: the weights' 4-bit levels times x rounded to 8 bits per block of 32,
+ * mma.m16n8k32 s8 -> s32, each block's scales applied to its sums); 0: dequantized to f16 as for
+ * every other type. */
+#ifndef MMA_I8
+#define MMA_I8 0
+#endif
+
 /* what one work-item loads per piece: (parts of) rows of weights, 4-column groups of activations */
 #define MMA_WROWS ((MMA_TN * MMA_SPLIT + MMA_THREADS - 1) / MMA_THREADS)
 #define MMA_XV ((MMA_TM * (PIECE / 4) + MMA_THREADS - 1) / MMA_THREADS)
@@ -392,7 +400,290 @@ MATMUL_MMA_KERNEL(q4_1, T_Q4_1)
 MATMUL_MMA_KERNEL(q5_0, T_Q5_0)
 MATMUL_MMA_KERNEL(q5_1, T_Q5_1)
 MATMUL_MMA_KERNEL(q8_0, T_Q8_0)
+#if !MMA_I8
 MATMUL_MMA_KERNEL(q4_k, T_Q4_K)
+#endif
 MATMUL_MMA_KERNEL(q5_k, T_Q5_K)
 MATMUL_MMA_KERNEL(q6_k, T_Q6_K)
+#if MMA_I8
+/*
+ * matmul_mma_q4_k with MMA_I8: the product over the weights' levels in int8, as the dp4a decode
+ * products do it. x arrives rounded by mma_x8 (per block of 32 of a token: levels round(x / d)
+ * with d = max |x| / 127, and d with the block's sum of x; layout below). A Q4_K block's 64
+ * columns 64c .. 64c + 63 (qs bytes 32c .. 32c + 31: columns 64c + l in the low nibbles, 64c +
+ * 32 + l in the high ones) are one stage: two sub-blocks j = 2c, 2c + 1, each with its own scale
+ * and min. Per sub-block and output element (row r, token t):
+ *     sum_c w[r][c] x[t][c] = (d sc_j)[r] dx[t] sum_c q[r][c] xq[t][c] - (dmin m_j)[r] sumx[t]
+ * the integer sum by one mma.m16n8k32 per 16 x 8 block (its levels 0..15 and x's -127..127 as
+ * s8; s32 sums), the two scales applied as each sub-block's sums come out. sumx is the sum of x as
+ * rounded (dx times its levels' sum), not of x itself: the levels are all positive, so (d sc) q
+ * carries the block's offset that -dmin m takes off again; with x's own sum that offset would
+ * multiply x's rounding errors (~1.9x the output's error on random blocks), with the rounded sum
+ * the errors are those of the weights w themselves times x's.
+ *
+ * Fragments of mma.m16n8k32 .s8 (PTX ISA, "Matrix Fragments for mma.m16n8k32"), g = lane / 4,
+ * t = lane % 4, registers of four bytes (the first in the low byte):
+ *   A (16 x 32, row-major): a0 row g cols 4t..4t+3; a1 row g+8; a2 row g cols 4t+16..4t+19; a3 row g+8
+ *   B (32 x 8, by column):  b0 col g rows 4t..4t+3; b1 rows 4t+16..4t+19
+ *   C (16 x 8, s32):        c0, c1 row g cols 2t, 2t+1; c2, c3 row g+8
+ * In words of the tiles' rows that is the f16 kernel's addressing (word t, 8 rows down, 4 words
+ * on), with 32 columns in 8 words where f16 had 16.
+ *
+ * Tiles per buffer: weights MMA_TN rows of the stage's 64 levels (16 words: sub-block 2c, then
+ * 2c + 1) padded to I8_STRIDE = 20 words (g 20 mod 32 spreads a fragment load's 8 rows over the
+ * 32 banks), and per row (d sc, -dmin m) of both sub-blocks; x MMA_TM tokens likewise, and per
+ * token (d, sum) of its two blocks.
+ *
+ * mma_x8's layout: the m tokens' levels (k bytes each, in column order), then per token and block
+ * of 32 a float2 (d, d times the sum of the block's levels), at byte m k.
+ */
+#define I8_STRIDE 20
+#define I8_WV ((2 * MMA_TN + MMA_THREADS - 1) / MMA_THREADS) /* 16-byte halves of weight rows */
+#define I8_HV ((MMA_TN + MMA_THREADS - 1) / MMA_THREADS)     /* block headers */
+#define I8_XV ((4 * MMA_TM + MMA_THREADS - 1) / MMA_THREADS) /* 16-byte quarters of token rows */
+#define I8_SV ((MMA_TM + MMA_THREADS - 1) / MMA_THREADS)     /* tokens' scales and sums */
+
+/* mma_x8: x (m rows of k) rounded to 8 bits per block of 32 (quantize_block32's rounding), with
+ * each block's d and the sum of its rounded values. Global size m k / 32. */
+kernel void mma_x8(global const float *x, global uchar *xq, const int n_blocks) {
+    const int b = get_global_id(0);
+    if (b >= n_blocks)
+        return;
+    global const float4 *v4 = (global const float4 *)x + 8 * (size_t)b;
+    float4 v[8];
+    float amax = 0.0f;
+    for (int i = 0; i < 8; i++) {
+        v[i] = v4[i];
+        const float4 a = fabs(v[i]);
+        amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
+    }
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    global char4 *dst = (global char4 *)(xq + 32 * (size_t)b);
+    int4 levels = 0;
+    for (int i = 0; i < 8; i++) {
+        const char4 q = convert_char4_sat(round(v[i] * id));
+        dst[i] = q;
+        levels += convert_int4(q);
+    }
+    const int sum = (levels.x + levels.y) + (levels.z + levels.w);
+    ((global float2 *)(xq + 32 * (size_t)n_blocks))[b] = (float2)(d, d * (float)sum);
+}
+
+typedef struct i8_stage {
+    uint4 w[I8_WV], h[I8_HV], x[I8_XV], s[I8_SV];
+} i8_stage;
+
+/* The global loads of stage st (columns 64 st ..): rows and tokens past the end repeat the last. */
+static inline void i8_load(global const uchar *w, const ulong row_bytes, const int n_rows,
+                           global const uchar *xq, const int k, const int m, const int row0, const int tok0,
+                           const int st, i8_stage *r) {
+    const int lid = get_local_id(0);
+    const size_t blk = (size_t)(st >> 2) * 144, qs = blk + 16 + 32 * (st & 3);
+    UNROLLED
+    for (int j = 0; j < I8_WV; j++) {
+        const int e = min(lid + j * MMA_THREADS, 2 * MMA_TN - 1);
+        global const uchar *row = w + (ulong)min(row0 + e / 2, n_rows - 1) * row_bytes;
+        r->w[j] = *(global const uint4 *)(row + qs + 16 * (e & 1));
+    }
+    UNROLLED
+    for (int j = 0; j < I8_HV; j++) {
+        const int e = min(lid + j * MMA_THREADS, MMA_TN - 1);
+        r->h[j] = *(global const uint4 *)(w + (ulong)min(row0 + e, n_rows - 1) * row_bytes + blk);
+    }
+    UNROLLED
+    for (int j = 0; j < I8_XV; j++) {
+        const int e = min(lid + j * MMA_THREADS, 4 * MMA_TM - 1);
+        global const uchar *tok = xq + (size_t)min(tok0 + e / 4, m - 1) * (size_t)k;
+        r->x[j] = *(global const uint4 *)(tok + 64 * st + 16 * (e & 3));
+    }
+    global const uint4 *sums = (global const uint4 *)(xq + (size_t)m * (size_t)k); /* 2 blocks a uint4 */
+    UNROLLED
+    for (int j = 0; j < I8_SV; j++) {
+        const int e = min(lid + j * MMA_THREADS, MMA_TM - 1);
+        r->s[j] = sums[(size_t)min(tok0 + e, m - 1) * (size_t)(k / 64) + st];
+    }
+}
+
+/* The loaded stage into the tiles: levels split into the two sub-blocks, scales worked out. */
+static inline void i8_store(const int st, const i8_stage *r, local uint *wl, local float4 *ws, local uint *xl,
+                            local float4 *xs) {
+    const int lid = get_local_id(0), c = st & 3;
+    UNROLLED
+    for (int j = 0; j < I8_WV; j++) {
+        const int e = lid + j * MMA_THREADS;
+        if (e >= 2 * MMA_TN)
+            break;
+        local uint *row = wl + (e / 2) * I8_STRIDE + 4 * (e & 1);
+        *(local uint4 *)row = r->w[j] & 0x0F0F0F0Fu;
+        *(local uint4 *)(row + 8) = (r->w[j] >> 4) & 0x0F0F0F0Fu;
+    }
+    UNROLLED
+    for (int j = 0; j < I8_HV; j++) {
+        const int e = lid + j * MMA_THREADS;
+        if (e >= MMA_TN)
+            break;
+        const uint4 h = r->h[j];
+        ushort dd[2] = {(ushort)(h.x & 0xFFFFu), (ushort)(h.x >> 16)};
+        const float d = vload_half(0, (private const half *)dd);
+        const float dmin = vload_half(1, (private const half *)dd);
+        float s0, m0, s1, m1;
+        k_scale_min(h, 2 * c, &s0, &m0);
+        k_scale_min(h, 2 * c + 1, &s1, &m1);
+        ws[e] = (float4)(d * s0, -(dmin * m0), d * s1, -(dmin * m1));
+    }
+    UNROLLED
+    for (int j = 0; j < I8_XV; j++) {
+        const int e = lid + j * MMA_THREADS;
+        if (e >= 4 * MMA_TM)
+            break;
+        *(local uint4 *)(xl + (e / 4) * I8_STRIDE + 4 * (e & 3)) = r->x[j];
+    }
+    UNROLLED
+    for (int j = 0; j < I8_SV; j++) {
+        const int e = lid + j * MMA_THREADS;
+        if (e >= MMA_TM)
+            break;
+        xs[e] = as_float4(r->s[j]);
+    }
+}
+
+#if MMA == 2
+/* c += a b for one 16 x 8 block over 32 columns (s8 inputs, s32 sums). */
+static inline void mma_16x8x32_s8(int *c, const uint *a, const uint *b) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+/* acc += the stage's products: per sub-block h (words 8h .. 8h + 7 of the rows) the integer sums,
+ * then the scales. wl, ws, xl, xs: the warp's first row and token. */
+static inline void i8_stage_products(float acc[MMA_FN][MMA_FM][4], local const uint *wl,
+                                     local const float4 *ws, local const uint *xl, local const float4 *xs,
+                                     const int g, const int t) {
+    UNROLLED
+    for (int h = 0; h < 2; h++) {
+        int sums[MMA_FN][MMA_FM][4];
+#if MMA == 2
+        uint a[MMA_FN][4], b[MMA_FM][2];
+        UNROLLED
+        for (int i = 0; i < MMA_FN; i++) {
+            local const uint *ra = wl + (16 * i + g) * I8_STRIDE + 8 * h + t;
+            a[i][0] = ra[0];
+            a[i][1] = ra[8 * I8_STRIDE];
+            a[i][2] = ra[4];
+            a[i][3] = ra[8 * I8_STRIDE + 4];
+        }
+        UNROLLED
+        for (int j = 0; j < MMA_FM; j++) {
+#ifdef TERN_WRONG_MMA /* tests of the self-test: a layout error (the neighbouring token's column) */
+            local const uint *rb = xl + (8 * j + (g ^ 1)) * I8_STRIDE + 8 * h + t;
+#else
+            local const uint *rb = xl + (8 * j + g) * I8_STRIDE + 8 * h + t;
+#endif
+            b[j][0] = rb[0];
+            b[j][1] = rb[4];
+        }
+        UNROLLED
+        for (int i = 0; i < MMA_FN; i++)
+            UNROLLED
+            for (int j = 0; j < MMA_FM; j++) {
+                sums[i][j][0] = sums[i][j][1] = sums[i][j][2] = sums[i][j][3] = 0;
+                mma_16x8x32_s8(sums[i][j], a[i], b[j]);
+            }
+#else
+        UNROLLED
+        for (int i = 0; i < MMA_FN; i++)
+            UNROLLED
+            for (int j = 0; j < MMA_FM; j++)
+                UNROLLED
+                for (int e = 0; e < 4; e++) {
+                    const int row = 16 * i + g + 8 * (e >> 1), tok = 8 * j + 2 * t + (e & 1);
+#ifdef TERN_WRONG_MMA /* as above */
+                    const int tok_read = tok ^ 1;
+#else
+                    const int tok_read = tok;
+#endif
+                    local const char *wr = (local const char *)(wl + row * I8_STRIDE + 8 * h);
+                    local const char *xr = (local const char *)(xl + tok_read * I8_STRIDE + 8 * h);
+                    int sum = 0;
+                    for (int c = 0; c < 32; c++)
+                        sum += (int)wr[c] * (int)xr[c];
+                    sums[i][j][e] = sum;
+                }
+#endif
+        UNROLLED
+        for (int i = 0; i < MMA_FN; i++) {
+            const float4 w0 = ws[16 * i + g], w1 = ws[16 * i + g + 8];
+            const float2 sa0 = h ? w0.zw : w0.xy, sa1 = h ? w1.zw : w1.xy; /* (d sc, -dmin m) */
+            UNROLLED
+            for (int j = 0; j < MMA_FM; j++) {
+                const float4 x0 = xs[8 * j + 2 * t], x1 = xs[8 * j + 2 * t + 1];
+                const float2 ds0 = h ? x0.zw : x0.xy, ds1 = h ? x1.zw : x1.xy; /* (d, sum) */
+                acc[i][j][0] = mad(sa0.y, ds0.y, mad((float)sums[i][j][0], sa0.x * ds0.x, acc[i][j][0]));
+                acc[i][j][1] = mad(sa0.y, ds1.y, mad((float)sums[i][j][1], sa0.x * ds1.x, acc[i][j][1]));
+                acc[i][j][2] = mad(sa1.y, ds0.y, mad((float)sums[i][j][2], sa1.x * ds0.x, acc[i][j][2]));
+                acc[i][j][3] = mad(sa1.y, ds1.y, mad((float)sums[i][j][3], sa1.x * ds1.x, acc[i][j][3]));
+            }
+        }
+    }
+}
+
+/* One buffer's local memory, in words: the weight and token tiles and their float4 scales. */
+#define I8_BUF_WORDS ((MMA_TN + MMA_TM) * (I8_STRIDE + 4))
+
+kernel __attribute__((reqd_work_group_size(MMA_THREADS, 1, 1))) void matmul_mma_q4_k(
+    global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x,
+    const int m, global float *y, const int y_stride, const int y_offset) {
+    local uint4 tiles[2 * I8_BUF_WORDS / 4];
+    global const uchar *xq = (global const uchar *)x;
+    const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32;
+    const int g = lane / 4, t = lane % 4;
+    const int warp_row = (warp % (MMA_TN / MMA_WN)) * MMA_WN, warp_tok = (warp / (MMA_TN / MMA_WN)) * MMA_WM;
+    const int row0 = get_group_id(0) * MMA_TN, tok0 = get_group_id(1) * MMA_TM, n_stages = k / 64;
+    /* buffer b at words b I8_BUF_WORDS: weight scales (a float4 per row), token scales, weight
+     * rows, token rows (addresses computed, not pointers in an array indexed at run time) */
+#define I8_WS(b) ((local float4 *)((local uint *)tiles + (b) * I8_BUF_WORDS))
+#define I8_XS(b) (I8_WS(b) + MMA_TN)
+#define I8_WL(b) ((local uint *)tiles + (b) * I8_BUF_WORDS + 4 * (MMA_TN + MMA_TM))
+#define I8_XL(b) (I8_WL(b) + MMA_TN * I8_STRIDE)
+    float acc[MMA_FN][MMA_FM][4];
+    UNROLLED
+    for (int i = 0; i < MMA_FN; i++)
+        UNROLLED
+        for (int j = 0; j < MMA_FM; j++)
+            UNROLLED
+            for (int e = 0; e < 4; e++)
+                acc[i][j][e] = 0.0f;
+    i8_stage r;
+    i8_load(w, row_bytes, n_rows, xq, k, m, row0, tok0, 0, &r);
+    i8_store(0, &r, I8_WL(0), I8_WS(0), I8_XL(0), I8_XS(0));
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int st = 0; st < n_stages; st++) {
+        const int cur = st & 1;
+        if (st + 1 < n_stages && !mma_diag_skips(1, m))
+            i8_load(w, row_bytes, n_rows, xq, k, m, row0, tok0, st + 1, &r);
+        if (!mma_diag_skips(2, m))
+            i8_stage_products(acc, I8_WL(cur) + warp_row * I8_STRIDE, I8_WS(cur) + warp_row,
+                              I8_XL(cur) + warp_tok * I8_STRIDE, I8_XS(cur) + warp_tok, g, t);
+        if (st + 1 < n_stages && !mma_diag_skips(3, m))
+            i8_store(st + 1, &r, I8_WL(cur ^ 1), I8_WS(cur ^ 1), I8_XL(cur ^ 1), I8_XS(cur ^ 1));
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    y += y_offset;
+    UNROLLED
+    for (int i = 0; i < MMA_FN; i++)
+        UNROLLED
+        for (int j = 0; j < MMA_FM; j++)
+            UNROLLED
+            for (int e = 0; e < 4; e++) {
+                const int row = row0 + warp_row + 16 * i + g + 8 * (e >> 1);
+                const int tok = tok0 + warp_tok + 8 * j + 2 * t + (e & 1);
+                if (row < n_rows && tok < m)
+                    y[(size_t)tok * (size_t)y_stride + row] = acc[i][j][e];
+            }
+}
+#endif
+
 #endif

@@ -58,8 +58,8 @@ void tern_cl_tune_rows(const tern_cl_device_info *d, char *out, size_t cap);
 /* The -DNAME=value switches a program for device d would be built with under params besides
  * opencl.build_options (which come after them): the portable defaults with the table's rows
  * applied, without opening the device (tern info --devices, tests). */
-tern_status tern_cl_plan_defines(const tern_cl_device_info *d, const tern_opencl_params *params, char *defines,
-                                 size_t cap, tern_error *err);
+tern_status tern_cl_plan_defines(const tern_cl_device_info *d, const tern_opencl_params *params,
+                                 char *defines, size_t cap, tern_error *err);
 
 /* ---- one device ---- */
 
@@ -96,6 +96,9 @@ const char *tern_cl_mma_state(const tern_cl *cl);
 /* Whether prefill attention runs on them too (attention_mma: its own self-test passed, and
  * MMA_ATT is not 0). */
 bool tern_cl_mma_attention_on(const tern_cl *cl);
+/* Whether prefill products of this weight type run on int8 tensor cores (MMA_I8: Q4_K), x rounded
+ * to 8 bits per block of 32; otherwise on f16 ones, where tensor cores are on. */
+bool tern_cl_mma_int8(const tern_cl *cl, uint32_t type);
 /* How decode products over quantized weights multiply (the DOT8 tunable): "f32", or x rounded
  * to 8 bits with "int8 portable" or "int8 dp4a" sums. */
 const char *tern_cl_products_name(const tern_cl *cl);

@@ -62,6 +62,17 @@ for dot8 in "" "-DDOT8=1 -DINLINE=1 -DUNROLL=1"; do
     fi
 done
 
+# the tensor-core prefill forced on (PoCL runs its portable emulation) with the Q4_K product in
+# int8 (MMA_I8), every prompt through the GEMM: x's rounding must stay within the golden
+# tolerance (the block sums of x as rounded, not of x: the other choice doubled the error)
+if TERN_TEST_BACKEND=opencl TERN_OPENCL_MMA=1 TERN_OPENCL_GEMM_MIN_M=2 TERN_OPENCL_OPTIONS="-DMMA_I8=1" \
+    "$BUILD/tests/test_golden" >"$tmp/golden" 2>&1; then
+    ok "golden tests with the Q4_K prefill on int8 tensor cores (emulated)"
+else
+    fail "golden tests with the Q4_K prefill on int8 tensor cores (emulated)"
+    tail -20 "$tmp/golden"
+fi
+
 if TERN_TEST_BACKEND=opencl "$BUILD/tests/test_golden_arch" >"$tmp/golden_arch" 2>&1; then
     ok "golden tests of qwen3, gemma2, phi3, granite on the OpenCL backend"
 else

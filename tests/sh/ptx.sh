@@ -71,11 +71,25 @@ if grep -q "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" "$tmp/program.ptx
 else
     fail "no mma.sync of the products in the program"
 fi
+# MMA_I8 (off by default until measured on a GPU): matmul_mma_q4_k on int8 mma.sync
+if $cc1 $defaults -DMMA_I8=1 -S -o "$tmp/i8.ptx" "$tmp/program.cl" >"$tmp/clang.log" 2>&1; then
+    i8=$(awk 'index($0, ".entry matmul_mma_q4_k(") == 1 { on = 1 } on { print } on && /^}/ { exit }' "$tmp/i8.ptx" |
+        grep -c "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32")
+    if [ "$i8" -gt 0 ]; then
+        ok "MMA_I8=1: matmul_mma_q4_k has $i8 int8 mma.sync"
+    else
+        fail "MMA_I8=1: no int8 mma.sync in matmul_mma_q4_k"
+    fi
+else
+    cat "$tmp/clang.log"
+    fail "MMA_I8=1: the program does not compile for nvptx64"
+fi
 # The register arrays, with OpenCL's builtins linked (libclc's nvptx64 library: without it every
 # vload/vstore on a private array is a call, which alone keeps the array in memory): with the
 # GPUs' INLINE=1 UNROLL=1 the decode products, the GEMM and both attentions keep their arrays in
 # registers: no local-memory depot. llc lowers exp2 to a libm call that NVIDIA's compiler never
-# makes; a stand-in (ex2.approx) is linked for it.
+# makes; a stand-in (ex2.approx) is linked for it. Built with MMA_I8=1: matmul_mma_q4_k is then the
+# int8 kernel, the other types' products the f16 one.
 ver=$(clang --version | sed -n 's/.*version \([0-9]*\).*/\1/p' | head -1)
 clc=/usr/lib/clc/nvptx64--nvidiacl.bc
 if [ ! -f "$clc" ] || ! command -v "llvm-link-$ver" >/dev/null || ! command -v "opt-$ver" >/dev/null ||
@@ -87,7 +101,7 @@ float exp2f(float x) { float r; __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) :
 float expf(float x) { return exp2f(x * 1.4426950408889634f); }
 CL
     if $cc1 -emit-llvm-bc -o "$tmp/libm.bc" "$tmp/libm.cl" &&
-        $cc1 $defaults -emit-llvm-bc -o "$tmp/u.bc" "$tmp/program.cl" &&
+        $cc1 $defaults -DMMA_I8=1 -emit-llvm-bc -o "$tmp/u.bc" "$tmp/program.cl" &&
         "llvm-link-$ver" --only-needed "$tmp/u.bc" "$clc" -o "$tmp/ul.bc" 2>"$tmp/link.log" &&
         "opt-$ver" -O3 "$tmp/ul.bc" -o "$tmp/uo.bc" && "llvm-link-$ver" "$tmp/uo.bc" "$tmp/libm.bc" -o "$tmp/um.bc" &&
         "llc-$ver" -mcpu=sm_80 -mattr=+ptx70 "$tmp/um.bc" -o "$tmp/unroll.ptx" 2>"$tmp/llc.log"; then
