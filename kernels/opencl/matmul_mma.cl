@@ -409,7 +409,7 @@ MATMUL_MMA_KERNEL(q6_k, T_Q6_K)
 /*
  * matmul_mma_q4_k with MMA_I8: the product over the weights' levels in int8, as the dp4a decode
  * products do it. x arrives rounded by mma_x8 (per block of 32 of a token: levels round(x / d)
- * with d = max |x| / 127, and d with the block's sum of x; layout below). A Q4_K block's 64
+ * with d = max |x| / 127, and d with the sum of the block's x as rounded; layout below). A Q4_K block's 64
  * columns 64c .. 64c + 63 (qs bytes 32c .. 32c + 31: columns 64c + l in the low nibbles, 64c +
  * 32 + l in the high ones) are one stage: two sub-blocks j = 2c, 2c + 1, each with its own scale
  * and min. Per sub-block and output element (row r, token t):
