@@ -443,29 +443,14 @@ MATMUL_MMA_KERNEL(q6_k, T_Q6_K)
 #define I8_XV ((4 * MMA_TM + MMA_THREADS - 1) / MMA_THREADS) /* 16-byte quarters of token rows */
 #define I8_SV ((MMA_TM + MMA_THREADS - 1) / MMA_THREADS)     /* tokens' scales and sums */
 
-/* mma_x8: x (m rows of k) rounded to 8 bits per block of 32 (quantize_block32's rounding), with
+/* mma_x8: x (m rows of k) rounded to 8 bits per block of 32 (round_block32, as quantize_x8), with
  * each block's d and the sum of its rounded values. Global size m k / 32. */
 kernel void mma_x8(global const float *x, global uchar *xq, const int n_blocks) {
     const int b = get_global_id(0);
     if (b >= n_blocks)
         return;
-    global const float4 *v4 = (global const float4 *)x + 8 * (size_t)b;
-    float4 v[8];
-    float amax = 0.0f;
-    for (int i = 0; i < 8; i++) {
-        v[i] = v4[i];
-        const float4 a = fabs(v[i]);
-        amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
-    }
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    global char4 *dst = (global char4 *)(xq + 32 * (size_t)b);
-    int4 levels = 0;
-    for (int i = 0; i < 8; i++) {
-        const char4 q = convert_char4_sat(round(v[i] * id));
-        dst[i] = q;
-        levels += convert_int4(q);
-    }
-    const int sum = (levels.x + levels.y) + (levels.z + levels.w);
+    int sum;
+    const float d = round_block32(x + 32 * (size_t)b, (global char4 *)(xq + 32 * (size_t)b), &sum);
     ((global float2 *)(xq + 32 * (size_t)n_blocks))[b] = (float2)(d, d * (float)sum);
 }
 

@@ -214,13 +214,10 @@ TYPED void matvec(const int type, global const uchar *w, const ulong row_bytes, 
         y[(size_t)get_group_id(1) * (size_t)y_stride + row0 + lid] = red[lid * MV_WGS];
 }
 
-/* Block b (32 floats at src + 32 b) of a row rounded to 8 bits as quant/'s Q8_0 rounds it (d =
- * max |x| / 127, stored as f16; levels round(x / d), saturated): its levels at levels + 32 b and
- * its scale at scales[b]. quantize_x8 and the norms' fused output (ops.cl) share it, so both give
- * the same bytes. */
-static inline void quantize_block32(global const float *src, const int b, global uchar *levels,
-                                    global half *scales) {
-    global const float4 *v4 = (global const float4 *)(src + 32 * b);
+/* 32 floats at src rounded to 8 bits as quant/'s Q8_0 rounds them (d = max |x| / 127; levels
+ * round(x / d), saturated): the levels to dst, their sum to *sum; returns d. */
+static inline float round_block32(global const float *src, global char4 *dst, int *sum) {
+    global const float4 *v4 = (global const float4 *)src;
     float4 v[8];
     float amax = 0.0f;
     for (int i = 0; i < 8; i++) {
@@ -229,10 +226,23 @@ static inline void quantize_block32(global const float *src, const int b, global
         amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
     }
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    global char4 *dst = (global char4 *)(levels + 32 * b);
-    for (int i = 0; i < 8; i++)
-        dst[i] = convert_char4_sat(round(v[i] * id)); /* NaN gives 0, as in quant/ */
-    vstore_half(d, (size_t)b, scales);
+    int4 levels = 0;
+    for (int i = 0; i < 8; i++) {
+        const char4 q = convert_char4_sat(round(v[i] * id)); /* NaN gives 0, as in quant/ */
+        dst[i] = q;
+        levels += convert_int4(q);
+    }
+    *sum = (levels.x + levels.y) + (levels.z + levels.w);
+    return d;
+}
+
+/* Block b (32 floats at src + 32 b) of a row rounded to 8 bits (round_block32): its levels at
+ * levels + 32 b and its scale, as f16, at scales[b]. quantize_x8 and the norms' fused output
+ * (ops.cl) share it, so both give the same bytes. */
+static inline void quantize_block32(global const float *src, const int b, global uchar *levels,
+                                    global half *scales) {
+    int sum;
+    vstore_half(round_block32(src + 32 * b, (global char4 *)(levels + 32 * b), &sum), (size_t)b, scales);
 }
 
 /* The n values at src (n a multiple of 32), just written by this work-group, rounded to 8 bits
