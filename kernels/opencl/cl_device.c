@@ -44,7 +44,7 @@ void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
         rounded[d] = (global[d] + local[d] - 1) / local[d] * local[d];
     }
     if (!cl->keep_x8)
-        cl->x8_of = cl->xh_of = cl->xi_of = NULL; /* the kernel may write what x8, xh or xi came from */
+        cl->x8_of = cl->xh.of = cl->xi.of = NULL; /* the kernel may write what x8, xh or xi came from */
     cl_int rc = cl->api.EnqueueNDRangeKernel(cl->queue, kernel, dims, NULL, rounded, local, 0, NULL,
                                              tern_cl_profile_slot(cl));
     if (rc != CL_SUCCESS) {
@@ -163,10 +163,10 @@ tern_status tern_cl_alloc(tern_cl *cl, size_t bytes, const void *host, cl_mem *o
 void tern_cl_forget_rounded(tern_cl *cl, cl_mem mem) {
     if (mem == cl->x8_of)
         cl->x8_of = NULL;
-    if (mem == cl->xh_of)
-        cl->xh_of = NULL;
-    if (mem == cl->xi_of)
-        cl->xi_of = NULL;
+    if (mem == cl->xh.of)
+        cl->xh.of = NULL;
+    if (mem == cl->xi.of)
+        cl->xi.of = NULL;
 }
 
 void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes) {
@@ -564,8 +564,8 @@ void tern_cl_free(tern_cl *cl) {
     for (int i = 0; i < 2; i++)
         tern_cl_release(cl, cl->x8[i], cl->x8_bytes[i]);
     tern_cl_release(cl, cl->counters, cl->counters_bytes);
-    tern_cl_release(cl, cl->xh, cl->xh_bytes);
-    tern_cl_release(cl, cl->xi, cl->xi_bytes);
+    tern_cl_release(cl, cl->xh.buf, cl->xh.bytes);
+    tern_cl_release(cl, cl->xi.buf, cl->xi.bytes);
     if (cl->program && !cl->attached)
         cl->api.ReleaseProgram(cl->program);
     if (cl->queue)

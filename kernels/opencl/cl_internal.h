@@ -80,6 +80,14 @@ typedef struct tern_cl_tunables {
     int unroll;       /* common.cl's UNROLL: loops over register arrays say #pragma unroll */
 } tern_cl_tunables;
 
+/* A buffer of activations rounded for the tensor-core products: buf holds `of` (m rows of k), or
+ * nothing where `of` is NULL. */
+typedef struct tern_cl_rounded {
+    cl_mem buf, of;
+    size_t bytes;
+    int64_t m, k;
+} tern_cl_rounded;
+
 /* CLBlastSgemm (clblast_c.h), whose enums are passed as ints: row-major 101, no transpose 111,
  * transpose 112; 0 is success. */
 typedef int (*tern_clblast_sgemm_fn)(int layout, int a_transpose, int b_transpose, size_t m, size_t n,
@@ -166,15 +174,9 @@ struct tern_cl {
     int64_t x8_m, x8_k;
     int x8_at, x8_next;
     bool keep_x8;
-    /* a prefill product's activations rounded to f16 (MMA_XH), kept like x8 while only products
-     * launch: xh holds xh_of (xh_m rows of xh_k) */
-    cl_mem xh, xh_of;
-    size_t xh_bytes;
-    int64_t xh_m, xh_k;
-    /* the same for MMA_I8: xi holds xi_of rounded to 8 bits by mma_x8 */
-    cl_mem xi, xi_of;
-    size_t xi_bytes;
-    int64_t xi_m, xi_k;
+    /* a prefill product's activations rounded once for the products that read them (MMA_XH: to
+     * f16 by mma_x_half; MMA_I8: to 8 bits by mma_x8), kept like x8 while only products launch */
+    tern_cl_rounded xh, xi;
     cl_mem counters; /* arrive_last's counters (SYNC), zeroed, grown on first use */
     size_t counters_bytes;
 
@@ -248,7 +250,7 @@ bool tern_cl_ensure_scratch(tern_cl *cl, cl_mem *mem, size_t *have, size_t bytes
  * records what x8 holds. */
 cl_mem tern_cl_x8_for(tern_cl *cl, int64_t width, int64_t n_rows);
 void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows);
-/* mem is about to change or go: x8 and xh no longer hold what was rounded from it. */
+/* mem is about to change or go: x8, xh and xi no longer hold what was rounded from it. */
 void tern_cl_forget_rounded(tern_cl *cl, cl_mem mem);
 /* A buffer of at least n zeroed counters for arrive_last (common.cl), which leaves them zero;
  * NULL, with the failure remembered, when the device cannot allocate it. */

@@ -48,51 +48,39 @@ enum { ATT_POS0 = 21, ATT_TOKENS = 70, ATT_HEADS = 4, ATT_KV_HEADS = 2, ATT_D = 
 #define TEST_RMS_ALLOWED 5e-3
 #define TEST_RMS_ALLOWED_I8 2e-2
 
-/* x (m rows of k) rounded to f16 for MMA_XH, once for the products that read the same x; NULL
- * when the scratch failed (remembered in cl). */
-static cl_mem x_half(tern_cl *cl, cl_mem x, int64_t m, int64_t k) {
-    if (cl->xh_of == x && cl->xh_m == m && cl->xh_k == k)
-        return cl->xh;
-    if (!tern_cl_ensure_scratch(cl, &cl->xh, &cl->xh_bytes, (size_t)(m * k) * 2))
+/* x (m rows of k) rounded by `kernel` (arguments x, the buffer, n_items; global size n_items)
+ * into r, once for the products that read the same x; NULL when the scratch failed (remembered
+ * in cl). */
+static cl_mem rounded_x(tern_cl *cl, tern_cl_rounded *r, cl_kernel kernel, const char *name, cl_mem x,
+                        int64_t m, int64_t k, size_t bytes, int64_t n_items, uint64_t traffic) {
+    if (r->of == x && r->m == m && r->k == k)
+        return r->buf;
+    if (!tern_cl_ensure_scratch(cl, &r->buf, &r->bytes, bytes))
         return NULL;
-    const cl_int n4 = (cl_int)(m * k / 4);
-    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(cl->xh), TERN_CL_ARG(n4)};
-    const size_t global[1] = {(size_t)n4}, local[1] = {(size_t)cl->tune.ew_wgs};
+    const cl_int n = (cl_int)n_items;
+    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(r->buf), TERN_CL_ARG(n)};
+    const size_t global[1] = {(size_t)n}, local[1] = {(size_t)cl->tune.ew_wgs};
     cl->keep_x8 = true; /* it reads x only */
-    tern_cl_launch(cl, cl->mma_x_half, "mma_x_half", 3, args, 1, global, local, (uint64_t)(m * k) * 6);
+    tern_cl_launch(cl, kernel, name, 3, args, 1, global, local, traffic);
     cl->keep_x8 = false;
-    cl->xh_of = x;
-    cl->xh_m = m;
-    cl->xh_k = k;
-    return cl->xh;
-}
-
-/* x rounded to 8 bits per block of 32 with each block's scale and sum, for MMA_I8 (mma_x8's
- * layout, matmul_mma.cl), once for the products that read the same x; NULL as x_half. */
-static cl_mem x_int8(tern_cl *cl, cl_mem x, int64_t m, int64_t k) {
-    if (cl->xi_of == x && cl->xi_m == m && cl->xi_k == k)
-        return cl->xi;
-    if (!tern_cl_ensure_scratch(cl, &cl->xi, &cl->xi_bytes, (size_t)(m * k) + (size_t)(m * k / 32) * 8))
-        return NULL;
-    const cl_int n_blocks = (cl_int)(m * k / 32);
-    const tern_cl_arg args[] = {TERN_CL_ARG(x), TERN_CL_ARG(cl->xi), TERN_CL_ARG(n_blocks)};
-    const size_t global[1] = {(size_t)n_blocks}, local[1] = {(size_t)cl->tune.ew_wgs};
-    cl->keep_x8 = true; /* it reads x only */
-    tern_cl_launch(cl, cl->mma_x8, "mma_x8", 3, args, 1, global, local, (uint64_t)(m * k) * 5);
-    cl->keep_x8 = false;
-    cl->xi_of = x;
-    cl->xi_m = m;
-    cl->xi_k = k;
-    return cl->xi;
+    r->of = x;
+    r->m = m;
+    r->k = k;
+    return r->buf;
 }
 
 void tern_cl_matmul_mma(tern_cl *cl, const tern_cl_matrix *w, const tern_cl_part *part, cl_mem x, int64_t m,
                         cl_mem y) {
     const tern_cl_tunables *t = &cl->tune;
     /* the kernel the program has (the probe's self-test runs it before cl->mma is decided) */
-    const cl_mem xin = t->mma_i8 && w->type == TERN_TYPE_Q4_K ? x_int8(cl, x, m, w->k)
-                       : t->mma_xh                           ? x_half(cl, x, m, w->k)
-                                                             : x;
+    const int64_t n = m * w->k;
+    cl_mem xin = x;
+    if (t->mma_i8 && w->type == TERN_TYPE_Q4_K) /* mma_x8's layout: levels, then (d, sum) per 32 */
+        xin = rounded_x(cl, &cl->xi, cl->mma_x8, "mma_x8", x, m, w->k, (size_t)n + (size_t)(n / 32) * 8,
+                        n / 32, (uint64_t)n * 5);
+    else if (t->mma_xh)
+        xin = rounded_x(cl, &cl->xh, cl->mma_x_half, "mma_x_half", x, m, w->k, (size_t)n * 2, n / 4,
+                        (uint64_t)n * 6);
     if (!xin)
         return;
     tern_cl_forget_rounded(cl, y); /* y is rewritten */
@@ -190,12 +178,12 @@ static void probe_close(tern_cl *p) {
         p->api.ReleaseKernel(p->attention_mma);
     if (p->mma_x_half)
         p->api.ReleaseKernel(p->mma_x_half);
-    if (p->xh)
-        p->api.ReleaseMemObject(p->xh);
+    if (p->xh.buf)
+        p->api.ReleaseMemObject(p->xh.buf);
     if (p->mma_x8)
         p->api.ReleaseKernel(p->mma_x8);
-    if (p->xi)
-        p->api.ReleaseMemObject(p->xi);
+    if (p->xi.buf)
+        p->api.ReleaseMemObject(p->xi.buf);
     if (p->program)
         p->api.ReleaseProgram(p->program);
     if (p->queue)
@@ -360,11 +348,9 @@ static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
     p->program = NULL;
     p->matmul[TERN_TYPE_Q4_K] = p->matmul_mma[TERN_TYPE_Q4_K] = NULL;
     p->attention_tiled = p->attention_mma = p->mma_x_half = p->mma_x8 = NULL;
-    p->tile = p->ids = p->att_part = p->x8[0] = p->x8[1] = p->x8_of = p->counters = p->xh = p->xh_of = NULL;
-    p->xi = p->xi_of = NULL;
-    p->xi_bytes = 0;
+    p->tile = p->ids = p->att_part = p->x8[0] = p->x8[1] = p->x8_of = p->counters = NULL;
+    p->xh = p->xi = (tern_cl_rounded){0};
     p->tile_bytes = p->ids_bytes = p->att_part_bytes = p->x8_bytes[0] = p->x8_bytes[1] = p->counters_bytes = 0;
-    p->xh_bytes = 0;
     p->bytes = 0;
     p->profile = NULL;
     p->failed = TERN_OK;

@@ -262,6 +262,62 @@ static inline void mma_16x8x16(float *c, const uint *a, const uint *b) {
 }
 #endif
 
+#if MMA == 2
+/* The lane's A and B fragments of a warp's block (f16: 16 columns, int8: 32) from tiles whose rows
+ * are `stride` words, at word `word` of each row: A's rows g and g + 8 of each 16-row block, words
+ * t and t + 4; B's token g of each 8-token block, the same words. */
+static inline void mma_fragments(uint a[MMA_FN][4], uint b[MMA_FM][2], local const uint *wl,
+                                 local const uint *xl, const int stride, const int word, const int g,
+                                 const int t) {
+    UNROLLED
+    for (int i = 0; i < MMA_FN; i++) {
+        local const uint *ra = wl + (16 * i + g) * stride + word + t;
+        a[i][0] = ra[0];
+        a[i][1] = ra[8 * stride];
+        a[i][2] = ra[4];
+        a[i][3] = ra[8 * stride + 4];
+    }
+    UNROLLED
+    for (int j = 0; j < MMA_FM; j++) {
+#ifdef TERN_WRONG_MMA /* tests of the self-test: a layout error (the neighbouring token's column) */
+        local const uint *rb = xl + (8 * j + (g ^ 1)) * stride + word + t;
+#else
+        local const uint *rb = xl + (8 * j + g) * stride + word + t;
+#endif
+        b[j][0] = rb[0];
+        b[j][1] = rb[4];
+    }
+}
+#endif
+
+/* The lane's outputs of the warp's block, zeroed. */
+static inline void mma_acc_zero(float acc[MMA_FN][MMA_FM][4]) {
+    UNROLLED
+    for (int i = 0; i < MMA_FN; i++)
+        UNROLLED
+        for (int j = 0; j < MMA_FM; j++)
+            UNROLLED
+            for (int e = 0; e < 4; e++)
+                acc[i][j][e] = 0.0f;
+}
+
+/* The lane's outputs (C's layout) to y[token][row], those past the rows or tokens left out; row0
+ * and tok0: the warp block's first. */
+static inline void mma_acc_store(float acc[MMA_FN][MMA_FM][4], global float *y, const int y_stride,
+                                 const int n_rows, const int m, const int row0, const int tok0, const int g,
+                                 const int t) {
+    UNROLLED
+    for (int i = 0; i < MMA_FN; i++)
+        UNROLLED
+        for (int j = 0; j < MMA_FM; j++)
+            UNROLLED
+            for (int e = 0; e < 4; e++) {
+                const int row = row0 + 16 * i + g + 8 * (e >> 1), tok = tok0 + 8 * j + 2 * t + (e & 1);
+                if (row < n_rows && tok < m)
+                    y[(size_t)tok * (size_t)y_stride + row] = acc[i][j][e];
+            }
+}
+
 /* acc (this lane's outputs of the warp's block) += the products over the piece in the tiles.
  * wl, xl: the first row and token of the warp's block; g, t: the lane's group and thread. */
 static inline void mma_piece(float acc[MMA_FN][MMA_FM][4], local const uint *wl, local const uint *xl, const int g,
@@ -270,24 +326,7 @@ static inline void mma_piece(float acc[MMA_FN][MMA_FM][4], local const uint *wl,
     for (int kk = 0; kk < MMA_KP * PIECE / 2; kk += 8) { /* word offset of 16 columns */
 #if MMA == 2
         uint a[MMA_FN][4], b[MMA_FM][2];
-        UNROLLED
-        for (int i = 0; i < MMA_FN; i++) {
-            local const uint *ra = wl + (16 * i + g) * MMA_STRIDE + kk + t;
-            a[i][0] = ra[0];
-            a[i][1] = ra[8 * MMA_STRIDE];
-            a[i][2] = ra[4];
-            a[i][3] = ra[8 * MMA_STRIDE + 4];
-        }
-        UNROLLED
-        for (int j = 0; j < MMA_FM; j++) {
-#ifdef TERN_WRONG_MMA /* tests of the self-test: a layout error (the neighbouring token's column) */
-            local const uint *rb = xl + (8 * j + (g ^ 1)) * MMA_STRIDE + kk + t;
-#else
-            local const uint *rb = xl + (8 * j + g) * MMA_STRIDE + kk + t;
-#endif
-            b[j][0] = rb[0];
-            b[j][1] = rb[4];
-        }
+        mma_fragments(a, b, wl, xl, MMA_STRIDE, kk, g, t);
         UNROLLED
         for (int i = 0; i < MMA_FN; i++)
             UNROLLED
@@ -326,13 +365,7 @@ TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_byt
     const int warp_row = (warp % (MMA_TN / MMA_WN)) * MMA_WN, warp_tok = (warp / (MMA_TN / MMA_WN)) * MMA_WM;
     const int row0 = get_group_id(0) * MMA_TN, tok0 = get_group_id(1) * MMA_TM, n_pieces = k / PIECE;
     float acc[MMA_FN][MMA_FM][4];
-    UNROLLED
-    for (int i = 0; i < MMA_FN; i++)
-        UNROLLED
-        for (int j = 0; j < MMA_FM; j++)
-            UNROLLED
-            for (int e = 0; e < 4; e++)
-                acc[i][j][e] = 0.0f;
+    mma_acc_zero(acc);
     /* stage s: pieces s MMA_KP .. s MMA_KP + MMA_KP - 1; past the last piece, the last one is
      * loaded again (in bounds) and its weights stored as zeros */
     const int n_stages = (n_pieces + MMA_KP - 1) / MMA_KP;
@@ -367,17 +400,7 @@ TYPED void matmul_mma(const int type, global const uchar *w, const ulong row_byt
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    UNROLLED
-    for (int i = 0; i < MMA_FN; i++)
-        UNROLLED
-        for (int j = 0; j < MMA_FM; j++)
-            UNROLLED
-            for (int e = 0; e < 4; e++) {
-                const int row = row0 + warp_row + 16 * i + g + 8 * (e >> 1);
-                const int tok = tok0 + warp_tok + 8 * j + 2 * t + (e & 1);
-                if (row < n_rows && tok < m)
-                    y[(size_t)tok * (size_t)y_stride + row] = acc[i][j][e];
-            }
+    mma_acc_store(acc, y, y_stride, n_rows, m, row0 + warp_row, tok0 + warp_tok, g, t);
 }
 
 #define MATMUL_MMA_KERNEL(name, type)                                                                        \
@@ -552,24 +575,7 @@ static inline void i8_stage_products(float acc[MMA_FN][MMA_FM][4], local const u
         int sums[MMA_FN][MMA_FM][4];
 #if MMA == 2
         uint a[MMA_FN][4], b[MMA_FM][2];
-        UNROLLED
-        for (int i = 0; i < MMA_FN; i++) {
-            local const uint *ra = wl + (16 * i + g) * I8_STRIDE + 8 * h + t;
-            a[i][0] = ra[0];
-            a[i][1] = ra[8 * I8_STRIDE];
-            a[i][2] = ra[4];
-            a[i][3] = ra[8 * I8_STRIDE + 4];
-        }
-        UNROLLED
-        for (int j = 0; j < MMA_FM; j++) {
-#ifdef TERN_WRONG_MMA /* tests of the self-test: a layout error (the neighbouring token's column) */
-            local const uint *rb = xl + (8 * j + (g ^ 1)) * I8_STRIDE + 8 * h + t;
-#else
-            local const uint *rb = xl + (8 * j + g) * I8_STRIDE + 8 * h + t;
-#endif
-            b[j][0] = rb[0];
-            b[j][1] = rb[4];
-        }
+        mma_fragments(a, b, wl, xl, I8_STRIDE, 8 * h, g, t);
         UNROLLED
         for (int i = 0; i < MMA_FN; i++)
             UNROLLED
@@ -634,13 +640,7 @@ kernel __attribute__((reqd_work_group_size(MMA_THREADS, 1, 1))) void matmul_mma_
 #define I8_WL(b) ((local uint *)tiles + (b) * I8_BUF_WORDS + 4 * (MMA_TN + MMA_TM))
 #define I8_XL(b) (I8_WL(b) + MMA_TN * I8_STRIDE)
     float acc[MMA_FN][MMA_FM][4];
-    UNROLLED
-    for (int i = 0; i < MMA_FN; i++)
-        UNROLLED
-        for (int j = 0; j < MMA_FM; j++)
-            UNROLLED
-            for (int e = 0; e < 4; e++)
-                acc[i][j][e] = 0.0f;
+    mma_acc_zero(acc);
     i8_stage r;
     i8_load(w, row_bytes, n_rows, xq, k, m, row0, tok0, 0, &r);
     i8_store(0, &r, I8_WL(0), I8_WS(0), I8_XL(0), I8_XS(0));
@@ -657,17 +657,7 @@ kernel __attribute__((reqd_work_group_size(MMA_THREADS, 1, 1))) void matmul_mma_
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     y += y_offset;
-    UNROLLED
-    for (int i = 0; i < MMA_FN; i++)
-        UNROLLED
-        for (int j = 0; j < MMA_FM; j++)
-            UNROLLED
-            for (int e = 0; e < 4; e++) {
-                const int row = row0 + warp_row + 16 * i + g + 8 * (e >> 1);
-                const int tok = tok0 + warp_tok + 8 * j + 2 * t + (e & 1);
-                if (row < n_rows && tok < m)
-                    y[(size_t)tok * (size_t)y_stride + row] = acc[i][j][e];
-            }
+    mma_acc_store(acc, y, y_stride, n_rows, m, row0 + warp_row, tok0 + warp_tok, g, t);
 }
 #endif
 
