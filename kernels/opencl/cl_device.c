@@ -52,6 +52,8 @@ void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
     } else {
         cl->launches++;
         tern_cl_profile_add(cl, name, bytes);
+        if (cl->tune.flush && cl->launches % (uint64_t)cl->tune.flush == 0)
+            cl->api.Flush(cl->queue);
     }
     tern_cl_profile_host(cl, t0, false);
 }

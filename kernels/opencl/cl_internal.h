@@ -45,6 +45,7 @@ typedef struct tern_cl_api {
     cl_int (*EnqueueNDRangeKernel)(cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *,
                                    const size_t *, cl_uint, const cl_event *, cl_event *);
     cl_int (*Finish)(cl_command_queue);
+    cl_int (*Flush)(cl_command_queue);
     cl_int (*GetEventProfilingInfo)(cl_event, cl_profiling_info, size_t, void *, size_t *);
     cl_int (*ReleaseEvent)(cl_event);
 } tern_cl_api;
@@ -78,6 +79,7 @@ typedef struct tern_cl_tunables {
     int mma_att;      /* attention_mma for prefill where mma is on (host only; 0: attention_tiled) */
     int inline_typed; /* common.cl's INLINE: functions taking a weight type inlined into every kernel */
     int unroll;       /* common.cl's UNROLL: loops over register arrays say #pragma unroll */
+    int flush;        /* clFlush after every this many launches (host only; 0: only blocking calls submit) */
 } tern_cl_tunables;
 
 /* A buffer of activations rounded for the tensor-core products: buf holds `of` (m rows of k), or

@@ -156,6 +156,9 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
          * (NVIDIA's does not: the same registers either way) */
         {"INLINE", &t->inline_typed, 1, false, 0, 1},
         {"UNROLL", &t->unroll, 1, false, 0, 1},
+        /* submit the queue every FLUSH launches, so the device starts on a token's first layers
+         * while the host enqueues the rest (0: the token's blocking read submits it all) */
+        {"FLUSH", &t->flush, 0, false, 0, BIG},
     };
     enum { N_TUNABLES = sizeof list / sizeof list[0] };
     const char *names[N_TUNABLES], *row = NULL;

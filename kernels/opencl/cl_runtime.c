@@ -96,6 +96,7 @@ tern_status tern_cl_api_load(tern_cl_api *api, const char *library, tern_error *
         ENTRY(EnqueueCopyBuffer),
         ENTRY(EnqueueNDRangeKernel),
         ENTRY(Finish),
+        ENTRY(Flush),
         ENTRY(GetEventProfilingInfo),
         ENTRY(ReleaseEvent),
 #undef ENTRY
