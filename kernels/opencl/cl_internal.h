@@ -74,6 +74,7 @@ typedef struct tern_cl_tunables {
     int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */
     int res_max;      /* matvec_res for residuals up to this wide (host only) */
     int att_span_min; /* decode attention's fewest keys per span (host only) */
+    int att_kwarp;    /* attention.cl's ATT_KWARP: key rows' dots by warps (kernel only) */
     int rope_fuse;    /* matvec3_rope for decode's q, k, v (host only; 0: matvec3, then rope_kv) */
     int fa_warps;     /* attention_mma.cl: warps (of 16 queries) per work-group */
     int mma_att;      /* attention_mma for prefill where mma is on (host only; 0: attention_tiled) */

@@ -145,6 +145,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
          * idle and add to the merge, longer ones leave the device idle (on an H100 at 512-576
          * keys: 128 and 64 decode 18 % faster than 32, 256 and 1024 slower; docs/benchmarks.md) */
         {"ATT_SPAN_MIN", &t->att_span_min, 128, false, 1, BIG},
+        /* decode attention's key rows dotted by warps (attention.cl; FP16 cache, with ATT_SHFL) */
+        {"ATT_KWARP", &t->att_kwarp, 0, false, 0, 1},
         /* q, k, v with their rope and KV store in one launch (SYNC): 0 to compare with the two */
         {"ROPE_FUSE", &t->rope_fuse, 1, false, 0, 1},
         /* prefill attention on tensor cores: warps of 16 queries per work-group, and a switch (0:
