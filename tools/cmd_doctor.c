@@ -195,16 +195,22 @@ static void print_text(const tern_doctor_input *in, const tern_doctor_check *che
          * OpenCL device's pace */
         const bool on_cpu = tern_bench_bandwidth_kind(m->run.backend, NULL, 0) == TERN_BENCH_BW_CPU;
         int k = 0;
-        if (!on_cpu && m->run.wait_ms_per_token >= 0 && m->run.host_ms_per_token > m->run.wait_ms_per_token) {
+        /* The device starts on a token's first launch and runs while the host enqueues the rest, so
+         * the host sets the pace only where it hardly waits at the end (the last launches' time); a
+         * wait of a tenth of the token or more is work the device still had queued. */
+        const double wait = m->run.wait_ms_per_token, host = m->run.host_ms_per_token;
+        if (!on_cpu && wait >= 0 && wait < 0.1 * (wait + host)) {
             printf("  %d. the host, not the device: %.3f ms of each token enqueueing %.0f launches and "
-                   "sampling, %.3f ms waiting for the device (launch costs set the pace of a small model's "
-                   "decode: docs/opencl.md)\n",
-                   ++k, m->run.host_ms_per_token, m->run.launches_per_token, m->run.wait_ms_per_token);
-        }
-        if (!on_cpu) {
-            printf("  %d. on an OpenCL device: the kernels against the device's read kernel (tern kbench "
-                   "--isa opencl) and the time per launch (TERN_OPENCL_PROFILE=1 tern run ...)\n",
-                   ++k);
+                   "sampling, only %.3f ms waiting for the device (launch costs set the pace of a small "
+                   "model's decode: docs/opencl.md)\n",
+                   ++k, host, m->run.launches_per_token, wait);
+        } else if (!on_cpu) {
+            printf("  %d. on an OpenCL device, the kernels", ++k);
+            if (wait >= 0)
+                printf(" (each token still waits %.3f ms for the device after %.3f ms of enqueueing)", wait,
+                       host);
+            printf(": their speed against the device's read kernel (tern kbench --isa opencl) and the time "
+                   "per launch (TERN_OPENCL_PROFILE=1 tern run ...)\n");
         }
         for (int i = 0; on_cpu && i < n; i++)
             if (checks[order[i]].explains_gap)
