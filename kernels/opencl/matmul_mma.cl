@@ -301,6 +301,16 @@ static inline void mma_acc_zero(float acc[MMA_FN][MMA_FM][4]) {
                 acc[i][j][e] = 0.0f;
 }
 
+/* C's layout (m16n8, f16 and int8 alike): element e of a lane's accumulator of block (i, j) is
+ * row mma_c_row and token mma_c_tok of the warp's block (g, t: the lane's group and thread). */
+static inline int mma_c_row(const int i, const int g, const int e) {
+    return 16 * i + g + 8 * (e >> 1);
+}
+
+static inline int mma_c_tok(const int j, const int t, const int e) {
+    return 8 * j + 2 * t + (e & 1);
+}
+
 /* The lane's outputs (C's layout) to y[token][row], those past the rows or tokens left out; row0
  * and tok0: the warp block's first. */
 static inline void mma_acc_store(float acc[MMA_FN][MMA_FM][4], global float *y, const int y_stride,
@@ -312,7 +322,7 @@ static inline void mma_acc_store(float acc[MMA_FN][MMA_FM][4], global float *y, 
         for (int j = 0; j < MMA_FM; j++)
             UNROLLED
             for (int e = 0; e < 4; e++) {
-                const int row = row0 + 16 * i + g + 8 * (e >> 1), tok = tok0 + 8 * j + 2 * t + (e & 1);
+                const int row = row0 + mma_c_row(i, g, e), tok = tok0 + mma_c_tok(j, t, e);
                 if (row < n_rows && tok < m)
                     y[(size_t)tok * (size_t)y_stride + row] = acc[i][j][e];
             }
@@ -339,7 +349,7 @@ static inline void mma_piece(float acc[MMA_FN][MMA_FM][4], local const uint *wl,
             for (int j = 0; j < MMA_FM; j++)
                 UNROLLED
                 for (int e = 0; e < 4; e++) {
-                    const int row = 16 * i + g + 8 * (e >> 1), tok = 8 * j + 2 * t + (e & 1);
+                    const int row = mma_c_row(i, g, e), tok = mma_c_tok(j, t, e);
 #ifdef TERN_WRONG_MMA /* as above */
                     const int tok_read = tok ^ 1;
 #else
@@ -590,7 +600,7 @@ static inline void i8_stage_products(float acc[MMA_FN][MMA_FM][4], local const u
             for (int j = 0; j < MMA_FM; j++)
                 UNROLLED
                 for (int e = 0; e < 4; e++) {
-                    const int row = 16 * i + g + 8 * (e >> 1), tok = 8 * j + 2 * t + (e & 1);
+                    const int row = mma_c_row(i, g, e), tok = mma_c_tok(j, t, e);
 #ifdef TERN_WRONG_MMA /* as above */
                     const int tok_read = tok ^ 1;
 #else
