@@ -19,6 +19,38 @@ void tern_cl_fail(tern_cl *cl, const char *what, cl_int rc) {
              tern_cl_status_name(rc));
 }
 
+/* kernel's memo: its slot, or a free one claimed for it; NULL when the table is full. */
+static tern_cl_arg_memo *arg_memo(tern_cl *cl, cl_kernel kernel) {
+    const size_t h = ((uintptr_t)kernel >> 4) % TERN_CL_MEMO_SLOTS;
+    for (size_t probe = 0; probe < TERN_CL_MEMO_SLOTS; probe++) {
+        tern_cl_arg_memo *m = &cl->arg_memo[(h + probe) % TERN_CL_MEMO_SLOTS];
+        if (m->kernel == kernel)
+            return m;
+        if (!m->kernel) {
+            m->kernel = kernel;
+            m->known = 0;
+            return m;
+        }
+    }
+    return NULL;
+}
+
+/* Whether argument i already holds a's value (memo: the kernel's, or NULL); if not, the memo
+ * takes the value, to be set now. */
+static bool arg_unchanged(tern_cl_arg_memo *m, int i, const tern_cl_arg *a) {
+    if (!m || i >= TERN_CL_MEMO_ARGS || !a->value || a->size > sizeof m->value[0])
+        return false;
+    uint64_t v = 0;
+    memcpy(&v, a->value, a->size);
+    const uint32_t bit = 1u << i;
+    if ((m->known & bit) && m->size[i] == a->size && m->value[i] == v)
+        return true;
+    m->known |= bit;
+    m->size[i] = (uint8_t)a->size;
+    m->value[i] = v;
+    return false;
+}
+
 void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args, const tern_cl_arg *args,
                     cl_uint dims, const size_t *global, const size_t *local, uint64_t bytes) {
     if (cl->failed)
@@ -28,9 +60,14 @@ void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
         tern_cl_fail(cl, "a failure injected by opencl.fail_after", CL_OUT_OF_RESOURCES);
         return;
     }
+    tern_cl_arg_memo *memo = arg_memo(cl, kernel);
     for (int i = 0; i < n_args; i++) {
+        if (arg_unchanged(memo, i, &args[i]))
+            continue;
         cl_int rc = cl->api.SetKernelArg(kernel, (cl_uint)i, args[i].size, args[i].value);
         if (rc != CL_SUCCESS) {
+            if (memo)
+                memo->known = 0;
             char what[96];
             snprintf(what, sizeof what, "%s argument %d", name, i);
             tern_cl_fail(cl, what, rc);
@@ -175,6 +212,8 @@ void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes) {
     if (!mem)
         return;
     tern_cl_forget_rounded(cl, mem); /* a later buffer may get the same handle */
+    for (int i = 0; i < TERN_CL_MEMO_SLOTS; i++) /* so a kernel argument equal to it is set again */
+        cl->arg_memo[i].known = 0;
     cl->api.ReleaseMemObject(mem);
     cl->bytes -= bytes <= cl->bytes ? bytes : cl->bytes;
 }

@@ -66,7 +66,7 @@ typedef struct tern_cl_tunables {
     int mv_wgs, mv_rows, mv_shfl;   /* matvec.cl */
     int dot8;                       /* common.cl's DOT8: 0 f32 products, 1 int8 portable, 2 dp4a */
     int mm_tn, mm_tm, mm_wn, mm_wm; /* matmul.cl */
-    int norm_wgs, ew_wgs;           /* ops.cl */
+    int norm_wgs, norm_held, ew_wgs; /* ops.cl */
     int att_wgs, att_max_d, att_tq, att_kg; /* attention.cl */
     int mma;                        /* matmul_mma.cl's MMA: 0 not built, 1 portable, 2 mma.sync */
     int mma_tn, mma_tm, mma_wn, mma_wm, mma_split, mma_kp, mma_bufs, mma_xh;
@@ -120,6 +120,18 @@ typedef struct tern_cl_profile {
     double enqueue_ns, wait_ns, wall_first, wall_last, span_ns;
 } tern_cl_profile;
 
+/* The arguments tern_cl_launch last set on one kernel, so that a launch sets only those that
+ * changed (a decode token launches the same few kernels hundreds of times, most arguments the
+ * same each time). Values of up to 8 bytes; local-memory and larger arguments are always set. */
+#define TERN_CL_MEMO_ARGS 32
+#define TERN_CL_MEMO_SLOTS 64
+typedef struct tern_cl_arg_memo {
+    cl_kernel kernel;
+    uint32_t known; /* bit i: value[i] is argument i's value on the kernel */
+    uint8_t size[TERN_CL_MEMO_ARGS];
+    uint64_t value[TERN_CL_MEMO_ARGS];
+} tern_cl_arg_memo;
+
 struct tern_cl {
     tern_cl_api api;
     /* Made by tern_cl_attach: context and program are the device handle's, not released here. */
@@ -145,6 +157,9 @@ struct tern_cl {
     cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
         norm_rope_kv, softcap, quantize_x8, attention_tiled, attention_mma, mma_x_half, mma_x8;
     uint64_t launches; /* enqueued kernels (tern_cl_launches) */
+    /* by the kernel's address; kernels are made once per handle and live as long as it (a copy
+     * of the handle with kernels of its own, the mma probe's, starts with an empty memo) */
+    tern_cl_arg_memo arg_memo[TERN_CL_MEMO_SLOTS];
     double wait_s;     /* host time blocked in clFinish and blocking reads (tern_cl_host_wait_s) */
     bool att_tiled;    /* attention_tiled fits the device (work-group and local memory) */
     cl_kernel read_bw; /* bandwidth.cl: the read-bandwidth probe (cl_bandwidth.c) */
@@ -241,6 +256,7 @@ typedef struct tern_cl_arg {
     size_t size;
     const void *value;
 } tern_cl_arg;
+
 #define TERN_CL_ARG(v) ((tern_cl_arg){sizeof(v), &(v)})
 
 /* Grows a scratch buffer to at least `bytes` (first use of a larger size only); false, with the

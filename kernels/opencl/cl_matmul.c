@@ -328,7 +328,8 @@ bool tern_cl_matmul_residual(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, cl_
         return false;
     const tern_cl_tunables *tu = &cl->tune;
     const cl_mem xv = product_input(cl, w, x, 1);
-    cl_mem x8 = tern_cl_x8_for(cl, w->n_rows, 1); /* the other buffer than xv's */
+    /* the other buffer than xv's; the tail rounds blocks of 8 work-items' float4s (ops.cl) */
+    cl_mem x8 = tu->mv_wgs >= 8 ? tern_cl_x8_for(cl, w->n_rows, 1) : NULL;
     const cl_int use_x8 = x8 != NULL, use_bw = bw != NULL, rows = (cl_int)w->n_rows, k = (cl_int)w->k;
     const cl_ulong row_bytes = w->row_bytes;
     const tern_cl_arg args[] = {TERN_CL_ARG(w->parts[0].mem), TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows),

@@ -354,6 +354,7 @@ static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
     p->bytes = 0;
     p->profile = NULL;
     p->failed = TERN_OK;
+    memset(p->arg_memo, 0, sizeof p->arg_memo);
     if ((rc = api->GetDeviceInfo(cl->device, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL)) !=
         CL_SUCCESS)
         goto fail;

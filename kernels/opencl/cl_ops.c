@@ -25,7 +25,8 @@ void tern_cl_rmsnorm(tern_cl *cl, cl_mem x, cl_mem w, int64_t width, int64_t n_r
 void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem bw, float scale, cl_mem y, cl_mem w, int64_t width,
                          int64_t n_rows, float eps, cl_mem out) {
     const cl_int n = (cl_int)width, use_bw = bw != NULL;
-    cl_mem x8 = tern_cl_x8_for(cl, width, n_rows);
+    /* the 8-bit output is rounded by blocks of 8 work-items' float4s (ops.cl) */
+    cl_mem x8 = cl->tune.norm_wgs >= 8 ? tern_cl_x8_for(cl, width, n_rows) : NULL;
     const cl_int use_x8 = x8 != NULL;
     const tern_cl_arg args[] = {TERN_CL_ARG(y),   TERN_CL_ARG(t),   TERN_CL_ARG(w),      TERN_CL_ARG(n),
                                 TERN_CL_ARG(eps), TERN_CL_ARG(out), TERN_CL_ARG(x8),     TERN_CL_ARG(use_x8),

@@ -112,6 +112,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         {"MM_WN", &t->mm_wn, max_wg < 256 ? 8 : 4, false, 1, BIG},
         {"MM_WM", &t->mm_wm, max_wg < 256 ? 8 : 4, false, 1, BIG},
         {"NORM_WGS", &t->norm_wgs, wide, true, 1, BIG},
+        /* float4s a work-item of add_rmsnorm (and matvec_res's tail) holds between its passes */
+        {"NORM_HELD", &t->norm_held, 4, false, 1, 16},
         {"EW_WGS", &t->ew_wgs, wide >= 64 ? 64 : wide, false, 1, BIG},
         {"ATT_WGS", &t->att_wgs, wide >= 128 ? 128 : wide, true, 1, BIG},
         {"ATT_MAX_D", &t->att_max_d, 256, false, 1, BIG},

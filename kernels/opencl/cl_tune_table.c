@@ -32,10 +32,12 @@ static const tune_row rows[] = {
      * bound by the integer instructions that turn levels into floats), sums by warp shuffles,
      * 128 x 128 prefill tiles of 8 x 8 a work-item, the last work-group's steps behind PTX's
      * fence, and matvec_res's residual tail up to 2048 wide (at 4096 its one-group tail took
-     * longer than the add_rmsnorm launch it saves), and the Q4_K prefill product on int8 tensor
-     * cores (faster on an H100: docs/benchmarks.md) */
+     * longer than the add_rmsnorm launch it saves), the Q4_K prefill product on int8 tensor
+     * cores, and decode attention's key rows read by warps (both faster on an H100, the second
+     * checked there by the attention tests and golden logits: docs/benchmarks.md) */
     {"nvidia-gpu", "NVIDIA", NULL, NULL, 1, 256, 32768,
-     "-DMV_SHFL=1 -DDOT8=2 -DMM_TN=128 -DMM_TM=128 -DMM_WN=8 -DMM_WM=8 -DSYNC=2 -DRES_MAX=2048 -DMMA_I8=1"},
+     "-DMV_SHFL=1 -DDOT8=2 -DMM_TN=128 -DMM_TM=128 -DMM_WN=8 -DMM_WM=8 -DSYNC=2 -DRES_MAX=2048 -DMMA_I8=1 "
+     "-DATT_KWARP=1"},
 };
 
 static bool contains(const char *have, const char *want) {

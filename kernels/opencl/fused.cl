@@ -5,7 +5,7 @@
  * matvec_res_<type>: t = W x for one token (matvec), then the residual of the forward pass over
  *   the whole of t, as the add_rmsnorm kernel computes it (add_rmsnorm_row: y += ts * t', out =
  *   rmsnorm(y) * nw, t' = t or its own norm by bw), and with use_x8 out rounded to 8 bits for
- *   the next product (group_x8). The o-projection and the FFN-down product end this way, so each
+ *   the next product. The o-projection and the FFN-down product end this way, so each
  *   layer's two add_rmsnorm launches go where the width is within RES_MAX (the host's choice:
  *   this one-group tail walks the whole residual alone).
  *   counter: one uint, 0 between launches. Global size ceil(n_rows / MV_ROWS) * MV_WGS; n_rows
@@ -18,14 +18,13 @@
         global float *t, volatile global uint *counter, global float *y, global const float *nw,               \
         const float eps, global float *out, global uchar *x8, const int use_x8, const float ts,                 \
         global const float *bw, const int use_bw) {                                                             \
-        local float red[MV_ROWS * MV_WGS];                                                                      \
+        local float red[(MV_ROWS > NORM_HELD ? MV_ROWS : NORM_HELD) * MV_WGS]; /* the sums, then the tail */    \
         local int last;                                                                                         \
         matvec(type, w, row_bytes, n_rows, k, x, t, 0, red, get_group_id(0));                                  \
         if (!arrive_last(counter, 1, get_num_groups(0), &last))                                                 \
             return;                                                                                             \
-        add_rmsnorm_row(y, t, nw, n_rows, eps, out, ts, bw, use_bw, red, MV_WGS);                              \
-        if (use_x8)                                                                                             \
-            group_x8(out, n_rows, x8, (global half *)(x8 + n_rows));                                            \
+        add_rmsnorm_row(y, t, nw, n_rows, eps, out, ts, bw, use_bw, x8, (global half *)(x8 + n_rows), use_x8,  \
+                        red, MV_WGS);                                                                           \
     }
 
 MATVEC_RES_KERNEL(f32, T_F32)

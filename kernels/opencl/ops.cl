@@ -89,59 +89,117 @@ static inline float4 branch4(global const float *restrict t, global const float 
     return use_bw ? v * bs * vload4(i, bw) : v;
 }
 
+/* Float4s of a row each work-item holds in registers between a norm's two passes (its loads of
+ * y, t and w in one round trip to memory, its output rounded to 8 bits from registers); a wider
+ * row takes several chunks of NORM_HELD * work-group float4s, all but the last read again. */
+#ifndef NORM_HELD
+#define NORM_HELD 4
+#endif
+
+/* Each m[j] (j < NORM_HELD) made the largest over the 8 work-items whose local ids differ in bits
+ * 0..2 only: the 32 values of a block of quantize_block32 are float4s of 8 neighbours. Every
+ * work-item of the group calls it; red holds NORM_HELD * the group's work-items floats (the
+ * exchange through it has no barrier inside a loop: PoCL mishandles private arrays across those). */
+static inline void max_of_8(float *m, local float *red, const int wgs) {
+    UNROLLED
+    for (int j = 0; j < NORM_HELD; j++) {
+#if MV_SHFL && NORM_WGS % 32 == 0 /* work-groups of whole warps (matvec_res's too: MV_SHFL) */
+        m[j] = fmax(m[j], shfl_xor(m[j], 1));
+        m[j] = fmax(m[j], shfl_xor(m[j], 2));
+        m[j] = fmax(m[j], shfl_xor(m[j], 4));
+    }
+#else
+        red[j * wgs + get_local_id(0)] = m[j];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int at = get_local_id(0) & ~7;
+    UNROLLED
+    for (int j = 0; j < NORM_HELD; j++)
+        for (int i = 0; i < 8; i++)
+            m[j] = fmax(m[j], red[j * wgs + at + i]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+}
+
 /* y += ts * t', then out = rmsnorm(y) * w, for one row of n: the residual add (ts: granite's
  * residual scale, else 1, where the product is exact) and the norm that always follows it in the
  * forward pass; t' is t, or with use_bw rmsnorm(t) * bw (gemma2's post-norm of the branch). The
- * same f32 operations as rmsnorm, add then rmsnorm. y and t are distinct buffers (restrict: the
- * loads of t need not wait for the stores to y). Run by a work-group of wgs work-items (red holds
- * wgs floats): the add_rmsnorm kernel, and the last group of a product whose output is t
- * (fused.cl). */
+ * f32 operations of rmsnorm, add then rmsnorm, with the squares summed in another order. With
+ * use_x8 (n a multiple of 32, work-groups of a multiple of 8) out is also rounded to 8 bits into
+ * levels and scales, as quantize_x8 rounds it. y and t are distinct buffers (restrict: the loads
+ * of t need not wait for the stores to y). Run by a work-group of wgs work-items (red holds
+ * NORM_HELD * wgs floats): the add_rmsnorm kernel, and the last group of a product whose output is t
+ * (fused.cl). Each work-item takes the float4s lid + j * wgs of each chunk of NORM_HELD * wgs. */
 static inline void add_rmsnorm_row(global float *restrict y, global const float *restrict t, global const float *w,
                                    const int n, const float eps, global float *out, const float ts,
-                                   global const float *bw, const int use_bw, local float *red, const int wgs) {
-    const int lid = get_local_id(0), n4 = n / 4;
+                                   global const float *bw, const int use_bw, global uchar *levels,
+                                   global half *scales, const int use_x8, local float *red, const int wgs) {
+    const int lid = get_local_id(0), n4 = n / 4, step = NORM_HELD * wgs, chunks = max(1, (n4 + step - 1) / step);
     const float bs = use_bw ? 1.0f / sqrt(group_sum(sum_squares(t, n, wgs), red, wgs) / (float)n + eps) : 1.0f;
-    float4 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-    int i = lid;
-    for (; i + 3 * wgs < n4; i += 4 * wgs) { /* four rows' loads first, as in sum_squares */
-        const float4 v0 = vload4(i, y) + ts * branch4(t, bw, i, bs, use_bw);
-        const float4 v1 = vload4(i + wgs, y) + ts * branch4(t, bw, i + wgs, bs, use_bw);
-        const float4 v2 = vload4(i + 2 * wgs, y) + ts * branch4(t, bw, i + 2 * wgs, bs, use_bw);
-        const float4 v3 = vload4(i + 3 * wgs, y) + ts * branch4(t, bw, i + 3 * wgs, bs, use_bw);
-        vstore4(v0, i, y);
-        vstore4(v1, i + wgs, y);
-        vstore4(v2, i + 2 * wgs, y);
-        vstore4(v3, i + 3 * wgs, y);
-        a0 = mad(v0, v0, a0);
-        a1 = mad(v1, v1, a1);
-        a2 = mad(v2, v2, a2);
-        a3 = mad(v3, v3, a3);
+    float4 v[NORM_HELD], wv[NORM_HELD], acc = 0.0f;
+    for (int c = 0; c < chunks; c++) {
+        UNROLLED
+        for (int j = 0; j < NORM_HELD; j++) { /* every load of the chunk first */
+            const int i = c * step + j * wgs + lid;
+            v[j] = i < n4 ? vload4(i, y) + ts * branch4(t, bw, i, bs, use_bw) : 0.0f;
+            wv[j] = i < n4 ? vload4(i, w) : 0.0f;
+        }
+        UNROLLED
+        for (int j = 0; j < NORM_HELD; j++) {
+            const int i = c * step + j * wgs + lid;
+            if (i < n4)
+                vstore4(v[j], i, y);
+            acc = mad(v[j], v[j], acc);
+        }
     }
-    for (; i < n4; i += wgs) {
-        const float4 v = vload4(i, y) + ts * branch4(t, bw, i, bs, use_bw);
-        vstore4(v, i, y);
-        a0 = mad(v, v, a0);
-    }
-    const float4 acc = (a0 + a1) + (a2 + a3);
     float s = (acc.x + acc.y) + (acc.z + acc.w);
-    for (int j = 4 * n4 + lid; j < n; j += wgs) {
-        const float v = y[j] + ts * (use_bw ? t[j] * bs * bw[j] : t[j]);
-        y[j] = v;
-        s = mad(v, v, s);
+    for (int k = 4 * n4 + lid; k < n; k += wgs) {
+        const float e = y[k] + ts * (use_bw ? t[k] * bs * bw[k] : t[k]);
+        y[k] = e;
+        s = mad(e, e, s);
     }
     const float scale = 1.0f / sqrt(group_sum(s, red, wgs) / (float)n + eps);
-    scale_row(y, w, scale, n, out, wgs); /* each work-item reads back only what it wrote */
+    for (int c = 0; c < chunks; c++) {
+        const bool held = c == chunks - 1; /* earlier chunks: read back what this work-item wrote */
+        float4 o[NORM_HELD];
+        float m[NORM_HELD];
+        UNROLLED
+        for (int j = 0; j < NORM_HELD; j++) {
+            const int i = c * step + j * wgs + lid;
+            o[j] = i < n4 ? (held ? v[j] : vload4(i, y)) * scale * (held ? wv[j] : vload4(i, w)) : 0.0f;
+            if (i < n4)
+                vstore4(o[j], i, out);
+            const float4 a = fabs(o[j]);
+            m[j] = fmax(fmax(a.x, a.y), fmax(a.z, a.w));
+        }
+        if (!use_x8)
+            continue;
+        max_of_8(m, red, wgs);
+        /* rounded as quantize_block32 rounds a block (a block is all in the row or all out) */
+        UNROLLED
+        for (int j = 0; j < NORM_HELD; j++) {
+            const int i = c * step + j * wgs + lid;
+            const float d = m[j] / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            if (i < n4) {
+                ((global char4 *)levels)[i] = convert_char4_sat(round(o[j] * id)); /* NaN gives 0 */
+                if ((i & 7) == 0)
+                    vstore_half(d, (size_t)(i / 8), scales);
+            }
+        }
+    }
+    for (int k = 4 * n4 + lid; k < n; k += wgs)
+        out[k] = y[k] * scale * w[k];
 }
 
-/* add_rmsnorm_row per row, one work-group of NORM_WGS per row. */
+/* add_rmsnorm_row per row, one work-group of NORM_WGS per row; with use_x8 the rows' 8-bit
+ * output in quantize_x8's layout (rows = the launch's work-groups). */
 kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
     global float *restrict y, global const float *restrict t, global const float *w, const int n, const float eps,
     global float *out, global uchar *x8, const int use_x8, const float ts, global const float *bw, const int use_bw) {
-    local float red[NORM_WGS];
-    const size_t base = (size_t)get_group_id(0) * (size_t)n;
-    add_rmsnorm_row(y + base, t + base, w, n, eps, out + base, ts, bw, use_bw, red, NORM_WGS);
-    if (use_x8)
-        norm_x8(out + base, n, x8);
+    local float red[NORM_HELD * NORM_WGS];
+    const size_t r = get_group_id(0), rows = get_num_groups(0), base = r * (size_t)n;
+    add_rmsnorm_row(y + base, t + base, w, n, eps, out + base, ts, bw, use_bw, x8 + base,
+                    (global half *)(x8 + rows * (size_t)n) + r * (size_t)(n / 32), use_x8, red, NORM_WGS);
 }
 
 /* Global size (n_rot/2 rounded up, n_head, n_tokens); cos_sin holds n_rot floats per position. */
