@@ -96,6 +96,25 @@ static inline float4 branch4(global const float *restrict t, global const float 
 #define NORM_HELD 4
 #endif
 
+/* group_sum for the norms: with warp shuffles each warp sums its own and the warps meet through
+ * red, two barriers instead of a tree's one per halving. */
+static inline float norm_sum(const float v, local float *red, const int wgs) {
+#if MV_SHFL && NORM_WGS % 32 == 0
+    const int lid = get_local_id(0);
+    const float w = warp_sum(v);
+    if (lid % 32 == 0)
+        red[lid / 32] = w;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float r = red[0];
+    for (int i = 1; i < wgs / 32; i++)
+        r += red[i];
+    barrier(CLK_LOCAL_MEM_FENCE); /* red is free again */
+    return r;
+#else
+    return group_sum(v, red, wgs);
+#endif
+}
+
 /* Each m[j] (j < NORM_HELD) made the largest over the 8 work-items whose local ids differ in bits
  * 0..2 only: the 32 values of a block of quantize_block32 are float4s of 8 neighbours. Every
  * work-item of the group calls it; red holds NORM_HELD * the group's work-items floats (the
@@ -135,7 +154,7 @@ static inline void add_rmsnorm_row(global float *restrict y, global const float 
                                    global const float *bw, const int use_bw, global uchar *levels,
                                    global half *scales, const int use_x8, local float *red, const int wgs) {
     const int lid = get_local_id(0), n4 = n / 4, step = NORM_HELD * wgs, chunks = max(1, (n4 + step - 1) / step);
-    const float bs = use_bw ? 1.0f / sqrt(group_sum(sum_squares(t, n, wgs), red, wgs) / (float)n + eps) : 1.0f;
+    const float bs = use_bw ? 1.0f / sqrt(norm_sum(sum_squares(t, n, wgs), red, wgs) / (float)n + eps) : 1.0f;
     float4 v[NORM_HELD], wv[NORM_HELD], acc = 0.0f;
     for (int c = 0; c < chunks; c++) {
         UNROLLED
@@ -158,7 +177,7 @@ static inline void add_rmsnorm_row(global float *restrict y, global const float 
         y[k] = e;
         s = mad(e, e, s);
     }
-    const float scale = 1.0f / sqrt(group_sum(s, red, wgs) / (float)n + eps);
+    const float scale = 1.0f / sqrt(norm_sum(s, red, wgs) / (float)n + eps);
     for (int c = 0; c < chunks; c++) {
         const bool held = c == chunks - 1; /* earlier chunks: read back what this work-item wrote */
         float4 o[NORM_HELD];
