@@ -295,16 +295,7 @@ static inline void head_x8(global const float *out_row, const int h, const int t
  * barriers instead of group_max's and group_sum's nine. */
 static inline float att_reduce(const float v, local float *red, const bool is_max) {
 #if ATT_SHFL && MV_SHFL && ATT_WGS % 32 == 0
-    const int lid = get_local_id(0);
-    const float w = is_max ? warp_max(v) : warp_sum(v);
-    if (lid % 32 == 0)
-        red[lid / 32] = w;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    float r = red[0];
-    for (int i = 1; i < ATT_WGS / 32; i++)
-        r = is_max ? fmax(r, red[i]) : r + red[i];
-    barrier(CLK_LOCAL_MEM_FENCE); /* red is free again for the next call */
-    return r;
+    return warps_reduce(v, red, ATT_WGS, is_max);
 #else
     return is_max ? group_max(v, red, ATT_WGS) : group_sum(v, red, ATT_WGS);
 #endif

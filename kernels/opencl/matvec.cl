@@ -57,6 +57,22 @@ static inline float warp_max(float v) {
         v = fmax(v, shfl_xor(v, o));
     return v;
 }
+
+/* The sum (is_max: the largest) of v over a work-group of wgs work-items (a multiple of 32), in
+ * every one of them: each warp's by shuffles, then the warps' through red, two barriers where a
+ * tree in local memory takes one per halving. */
+static inline float warps_reduce(const float v, local float *red, const int wgs, const bool is_max) {
+    const int lid = get_local_id(0);
+    const float w = is_max ? warp_max(v) : warp_sum(v);
+    if (lid % 32 == 0)
+        red[lid / 32] = w;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float r = red[0];
+    for (int i = 1; i < wgs / 32; i++)
+        r = is_max ? fmax(r, red[i]) : r + red[i];
+    barrier(CLK_LOCAL_MEM_FENCE); /* red is free again for the next call */
+    return r;
+}
 #endif
 
 /* Adds the products of this work-item's pieces of rows row0 .. row0 + MV_ROWS - 1 with x (f32,

@@ -96,20 +96,11 @@ static inline float4 branch4(global const float *restrict t, global const float 
 #define NORM_HELD 4
 #endif
 
-/* group_sum for the norms: with warp shuffles each warp sums its own and the warps meet through
- * red, two barriers instead of a tree's one per halving. */
+/* group_sum for the norms, by warps where there are shuffles (their work-groups are whole warps:
+ * NORM_WGS here, MV_WGS in matvec_res, which MV_SHFL needs). */
 static inline float norm_sum(const float v, local float *red, const int wgs) {
 #if MV_SHFL && NORM_WGS % 32 == 0
-    const int lid = get_local_id(0);
-    const float w = warp_sum(v);
-    if (lid % 32 == 0)
-        red[lid / 32] = w;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    float r = red[0];
-    for (int i = 1; i < wgs / 32; i++)
-        r += red[i];
-    barrier(CLK_LOCAL_MEM_FENCE); /* red is free again */
-    return r;
+    return warps_reduce(v, red, wgs, false);
 #else
     return group_sum(v, red, wgs);
 #endif
