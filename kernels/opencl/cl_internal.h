@@ -256,7 +256,6 @@ typedef struct tern_cl_arg {
     size_t size;
     const void *value;
 } tern_cl_arg;
-
 #define TERN_CL_ARG(v) ((tern_cl_arg){sizeof(v), &(v)})
 
 /* Grows a scratch buffer to at least `bytes` (first use of a larger size only); false, with the

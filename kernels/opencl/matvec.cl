@@ -230,6 +230,19 @@ TYPED void matvec(const int type, global const uchar *w, const ulong row_bytes, 
         y[(size_t)get_group_id(1) * (size_t)y_stride + row0 + lid] = red[lid * MV_WGS];
 }
 
+/* quant/'s Q8_0 rounding of a block whose largest magnitude is amax: returns its scale d = amax /
+ * 127, and in *id what each value is multiplied by before rounding (x8_levels). */
+static inline float x8_scale(const float amax, float *id) {
+    const float d = amax / 127.0f;
+    *id = d != 0.0f ? 1.0f / d : 0.0f;
+    return d;
+}
+
+/* Four values' levels, round(v * id) saturated; NaN gives 0, as in quant/. */
+static inline char4 x8_levels(const float4 v, const float id) {
+    return convert_char4_sat(round(v * id));
+}
+
 /* 32 floats at src rounded to 8 bits as quant/'s Q8_0 rounds them (d = max |x| / 127; levels
  * round(x / d), saturated): the levels to dst, their sum to *sum; returns d. */
 static inline float round_block32(global const float *src, global char4 *dst, int *sum) {
@@ -241,10 +254,11 @@ static inline float round_block32(global const float *src, global char4 *dst, in
         const float4 a = fabs(v[i]);
         amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
     }
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    float id;
+    const float d = x8_scale(amax, &id);
     int4 levels = 0;
     for (int i = 0; i < 8; i++) {
-        const char4 q = convert_char4_sat(round(v[i] * id)); /* NaN gives 0, as in quant/ */
+        const char4 q = x8_levels(v[i], id);
         dst[i] = q;
         levels += convert_int4(q);
     }

@@ -138,13 +138,15 @@ static inline void max_of_8(float *m, local float *red, const int wgs) {
  * use_x8 (n a multiple of 32, work-groups of a multiple of 8) out is also rounded to 8 bits into
  * levels and scales, as quantize_x8 rounds it. y and t are distinct buffers (restrict: the loads
  * of t need not wait for the stores to y). Run by a work-group of wgs work-items (red holds
- * NORM_HELD * wgs floats): the add_rmsnorm kernel, and the last group of a product whose output is t
- * (fused.cl). Each work-item takes the float4s lid + j * wgs of each chunk of NORM_HELD * wgs. */
+ * NORM_HELD * wgs floats): the add_rmsnorm kernel, and the last group of a product whose output
+ * is t (fused.cl). Each work-item takes the float4s lid + j * wgs of each chunk of NORM_HELD *
+ * wgs. */
 static inline void add_rmsnorm_row(global float *restrict y, global const float *restrict t, global const float *w,
                                    const int n, const float eps, global float *out, const float ts,
                                    global const float *bw, const int use_bw, global uchar *levels,
                                    global half *scales, const int use_x8, local float *red, const int wgs) {
-    const int lid = get_local_id(0), n4 = n / 4, step = NORM_HELD * wgs, chunks = max(1, (n4 + step - 1) / step);
+    const int lid = get_local_id(0), n4 = n / 4, step = NORM_HELD * wgs;
+    const int chunks = max(1, (n4 + step - 1) / step);
     const float bs = use_bw ? 1.0f / sqrt(norm_sum(sum_squares(t, n, wgs), red, wgs) / (float)n + eps) : 1.0f;
     float4 v[NORM_HELD], wv[NORM_HELD], acc = 0.0f;
     for (int c = 0; c < chunks; c++) {
@@ -189,9 +191,10 @@ static inline void add_rmsnorm_row(global float *restrict y, global const float 
         UNROLLED
         for (int j = 0; j < NORM_HELD; j++) {
             const int i = c * step + j * wgs + lid;
-            const float d = m[j] / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            float id;
+            const float d = x8_scale(m[j], &id);
             if (i < n4) {
-                ((global char4 *)levels)[i] = convert_char4_sat(round(o[j] * id)); /* NaN gives 0 */
+                ((global char4 *)levels)[i] = x8_levels(o[j], id);
                 if ((i & 7) == 0)
                     vstore_half(d, (size_t)(i / 8), scales);
             }
