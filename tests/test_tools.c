@@ -227,7 +227,7 @@ static void test_rated_bandwidth(void **state) {
     assert_true(tern_bench_rated_gbs(&run, 0) == 0);
 
     snprintf(run.backend, sizeof run.backend,
-             "opencl (NVIDIA H200), int8 dp4a decode products, f16 tensor-core prefill");
+             "opencl (NVIDIA H200), int8 dp4a decode products, f16 and int8 (Q4_K) tensor-core prefill");
     assert_int_equal(tern_bench_bandwidth_kind(run.backend, device, sizeof device), TERN_BENCH_BW_DEVICE);
     assert_string_equal(device, "NVIDIA H200");
     run.bandwidth_gbs = 4300;
@@ -235,12 +235,14 @@ static void test_rated_bandwidth(void **state) {
     run.bandwidth_gbs = 0; /* the device's read kernel could not run: no share, not the CPU's */
     assert_true(tern_bench_rated_gbs(&run, 30.0) == 0);
 
-    snprintf(run.backend, sizeof run.backend, "opencl (Intel(R) UHD Graphics 770 (0x4680))");
+    snprintf(run.backend, sizeof run.backend, "opencl (Intel(R) UHD Graphics 770 (0x4680)), f16 (x) prefill");
     assert_int_equal(tern_bench_bandwidth_kind(run.backend, device, sizeof device), TERN_BENCH_BW_DEVICE);
     assert_string_equal(device, "Intel(R) UHD Graphics 770 (0x4680)");
     assert_int_equal(tern_bench_bandwidth_kind(run.backend, NULL, 0), TERN_BENCH_BW_DEVICE);
 
     snprintf(run.backend, sizeof run.backend, "opencl");
+    assert_int_equal(tern_bench_bandwidth_kind(run.backend, device, sizeof device), TERN_BENCH_BW_NONE);
+    snprintf(run.backend, sizeof run.backend, "opencl (cut off (");
     assert_int_equal(tern_bench_bandwidth_kind(run.backend, device, sizeof device), TERN_BENCH_BW_NONE);
     run.bandwidth_gbs = 12;
     assert_true(tern_bench_rated_gbs(&run, 30.0) == 0);

@@ -13,11 +13,16 @@ tern_bench_bw_kind tern_bench_bandwidth_kind(const char *backend, char *device, 
         device[0] = '\0';
     if (!strncmp(backend, "cpu", 3))
         return TERN_BENCH_BW_CPU;
-    /* "opencl (NAME), ...": names may hold parentheses ("Intel(R) ..."), the last ')' closes it */
-    const char *end = strrchr(backend, ')');
-    if (strncmp(backend, prefix, sizeof prefix - 1) || !end || end < backend + sizeof prefix - 1)
+    /* "opencl (NAME), ... (Q4_K) ...": names may hold parentheses ("Intel(R) ..."), and so may what
+     * follows; the name ends at the ')' that balances the first '(' */
+    if (strncmp(backend, prefix, sizeof prefix - 1))
         return TERN_BENCH_BW_NONE;
-    snprintf(device, cap, "%.*s", (int)(end - backend - (sizeof prefix - 1)), backend + sizeof prefix - 1);
+    const char *name = backend + sizeof prefix - 1, *end = name;
+    for (int depth = 1; *end && (depth += (*end == '(') - (*end == ')')) > 0;)
+        end++;
+    if (!*end)
+        return TERN_BENCH_BW_NONE;
+    snprintf(device, cap, "%.*s", (int)(end - name), name);
     return TERN_BENCH_BW_DEVICE;
 }
 
