@@ -61,7 +61,8 @@ static const model_shape shapes[] = {
 #define WEIGHT_STD 0.02f
 
 static const char mkmodel_help[] =
-    "usage: tern mkmodel --shape NAME OUT [--type TYPE] [--seed N] [--vocab FILE] [--layers N] [-t N]\n"
+    "usage: tern mkmodel --shape NAME OUT [--type TYPE] [--seed N] [--vocab FILE] [--layers N] [--as-llama]\n"
+    "                    [-t N]\n"
     "       tern mkmodel --list\n"
     "\n"
     "Writes a model of a real shape with random weights, for speed work: tensors, metadata and a\n"
@@ -79,6 +80,9 @@ static const char mkmodel_help[] =
     "                   follows its token count. Without it: a synthetic SentencePiece vocabulary\n"
     "                   of the shape's size (<unk>, <s>, </s>, 256 byte tokens, filler pieces)\n"
     "  --layers N       override the shape's layer count\n"
+    "  --as-llama       the shape's geometry (widths, heads, head size, layers, tied output) as a\n"
+    "                   plain llama: none of its architecture's own tensors, keys or activation;\n"
+    "                   the control for \"is this architecture slower than llama at its size?\"\n"
     "  -t, --threads N  threads generating and quantizing rows (default: the online CPUs)\n"
     "  --list           print the shapes and exit\n"
     "  -h, --help       this text\n"
@@ -207,10 +211,13 @@ static void fill_row(const void *user, const tern_convert_tensor *t, int64_t row
 
 /* ---- metadata ---- */
 
+static const model_shape *find_shape(const char *name);
+
 static tern_status set_hparams(tern_gguf_writer *w, const model_shape *s, int64_t n_layer, uint64_t seed,
                                tern_error *err) {
     char key[128], name[128];
-    snprintf(name, sizeof name, "random %s (tern mkmodel, seed %" PRIu64 ")", s->name, seed);
+    snprintf(name, sizeof name, "random %s%s (tern mkmodel, seed %" PRIu64 ")", s->name,
+             strcmp(s->arch, find_shape(s->name)->arch) ? " as llama" : "", seed);
     tern_status st = tern_gguf_writer_set_str(w, "general.architecture", s->arch, strlen(s->arch), err);
     if (st == TERN_OK)
         st = tern_gguf_writer_set_str(w, "general.name", name, strlen(name), err);
@@ -403,6 +410,25 @@ static int list_shapes(void) {
     return TERN_EXIT_OK;
 }
 
+/* The control of docs/benchmarks.md's per-architecture tables: the same matrices, so the same
+ * bytes and launches per layer but for what the architecture adds. */
+static model_shape as_llama(const model_shape *s) {
+    return (model_shape){.name = s->name,
+                         .like = s->like,
+                         .arch = "llama",
+                         .n_embd = s->n_embd,
+                         .n_layer = s->n_layer,
+                         .n_head = s->n_head,
+                         .n_head_kv = s->n_head_kv,
+                         .n_ff = s->n_ff,
+                         .n_vocab = s->n_vocab,
+                         .n_ctx = s->n_ctx,
+                         .rope_base = s->rope_base,
+                         .rms_eps = s->rms_eps,
+                         .tied = s->tied,
+                         .head_dim = s->head_dim};
+}
+
 typedef struct mkmodel_args {
     const model_shape *shape;
     const char *out, *vocab;
@@ -445,6 +471,8 @@ static tern_status mkmodel(const mkmodel_args *a, tern_convert_job *job, tern_er
 
 int tern_cmd_mkmodel(int argc, char **argv) {
     mkmodel_args a = {0};
+    bool llama = false;
+    model_shape twin;
     tern_convert_job job = {.cmd = "mkmodel", .ftype = TERN_FTYPE_Q4_K_M, .n_threads = tern_convert_default_threads()};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = NULL;
@@ -459,6 +487,8 @@ int tern_cmd_mkmodel(int argc, char **argv) {
             return TERN_EXIT_OK;
         } else if (!strcmp(o, "--list")) {
             return list_shapes();
+        } else if (!strcmp(o, "--as-llama")) {
+            llama = true;
         } else if (!strcmp(o, "--shape")) {
             if (!(a.shape = find_shape(v))) {
                 fprintf(stderr, "tern mkmodel: unknown shape '%s' (tern mkmodel --list)\n", v);
@@ -493,8 +523,8 @@ int tern_cmd_mkmodel(int argc, char **argv) {
         }
     }
     if (!a.shape || !a.out) {
-        fputs("usage: tern mkmodel --shape NAME OUT [--type TYPE] [--seed N] [--vocab FILE] [--layers N]   "
-              "(tern mkmodel --help)\n",
+        fputs("usage: tern mkmodel --shape NAME OUT [--type TYPE] [--seed N] [--vocab FILE] [--layers N] "
+              "[--as-llama]   (tern mkmodel --help)\n",
               stderr);
         return TERN_EXIT_USAGE;
     }
@@ -503,6 +533,10 @@ int tern_cmd_mkmodel(int argc, char **argv) {
     if (tern_convert_check_out(a.out, a.vocab, &err) != TERN_OK) {
         tern_cli_fail("mkmodel", &err);
         return TERN_EXIT_USAGE;
+    }
+    if (llama) {
+        twin = as_llama(a.shape);
+        a.shape = &twin;
     }
     if (!a.n_layer)
         a.n_layer = a.shape->n_layer;

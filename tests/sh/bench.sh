@@ -93,6 +93,11 @@ for shape in smollm2-135m:llama gemma3-270m:gemma3; do
     expect "${shape%%:*} info" 0 "$TERN" info "$tmp/shape.gguf"
     has "${shape%%:*} is ${shape##*:}" "${shape##*:}"
 done
+expect "mkmodel --shape gemma2-2b --as-llama" 0 "$TERN" mkmodel --shape gemma2-2b --as-llama --layers 2 -t 2 "$tmp/shape.gguf"
+expect "the llama twin's info" 0 "$TERN" info "$tmp/shape.gguf"
+has "the twin is a llama" "^architecture +llama"
+has "with gemma2's heads" "8 heads, 4 KV heads, head size 256"
+expect "the llama twin runs" 0 "$TERN" run -m "$tmp/shape.gguf" -p hello -n 2 --temp 0 -t 1
 
 # ---- kbench ----
 expect "kbench --help" 0 "$TERN" kbench --help
