@@ -1737,8 +1737,9 @@ static void test_rope_kv(void **state) {
 
 /* matvec3_rope (q, k, v and their rope_kv in one launch) against matvec3 then rope_kv: the same
  * bits in q, k and both caches. GQA (6 heads over 2), a partial rotation (24 of 40 dimensions),
- * both pair layouts, qwen3's per-head norms (against norm_rope_kv), a v of another type (its
- * product first, then the fused launch); MV_ROWS 3 puts a work-group's rows in two heads. */
+ * both pair layouts, qwen3's per-head norms (against norm_rope_kv), a Q6_K v beside Q4_K q and k
+ * (in the same launch: two launches fewer than the unfused sequence, as for one type one fewer);
+ * MV_ROWS 3 puts a work-group's rows in two heads. */
 static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, int64_t k, int neox, bool norms) {
     const int64_t n_head = 6, n_kv = 2, hd = 40, n_rot = 24, pos0 = 5, n_ctx = 16;
     const int64_t qn = n_head * hd, kn = n_kv * hd, cache = n_ctx * n_kv * hd;
@@ -1753,7 +1754,9 @@ static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, in
     cl_mem qnd = put(cl, qw, sizeof(float) * (size_t)hd), knd = put(cl, kw, sizeof(float) * (size_t)hd);
     void *zeros = calloc(1, 2 * (size_t)cache);
     cl_mem out[2][4]; /* q, k, k cache, v cache: [0] two launches, [1] one */
+    uint64_t launches[2];
     for (int fused = 0; fused < 2; fused++) {
+        const uint64_t before = tern_cl_launches(cl);
         cl_mem xd = put(cl, x, sizeof(float) * (size_t)k), qd = put(cl, NULL, sizeof(float) * (size_t)qn),
                kd = put(cl, NULL, sizeof(float) * (size_t)kn), vd = put(cl, NULL, sizeof(float) * (size_t)kn);
         cl_mem kc = put(cl, zeros, 2 * (size_t)cache), vc = put(cl, zeros, 2 * (size_t)cache);
@@ -1774,6 +1777,7 @@ static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, in
             tern_cl_matmul(cl, mm[2], xd, 1, vd);
             tern_cl_rope_kv(cl, &a);
         }
+        launches[fused] = tern_cl_launches(cl) - before;
         out[fused][0] = qd;
         out[fused][1] = kd;
         out[fused][2] = kc;
@@ -1787,6 +1791,9 @@ static void check_matmul_rope_kv(tern_cl *cl, uint32_t type, uint32_t v_type, in
     snprintf(what, sizeof what, "matvec3_rope %s (v %s) neox %d norms %d", tern_type_name(type),
              tern_type_name(v_type), neox, norms);
     expect_same_rope_outputs(cl, out, bytes, what);
+    if (launches[1] + (v_type == type ? 1 : 2) != launches[0])
+        fail_msg("%s: %llu launches fused, %llu unfused", what, (unsigned long long)launches[1],
+                 (unsigned long long)launches[0]);
     for (int i = 0; i < 3; i++) {
         tern_cl_matrix_free(cl, m[i]);
         free_weights(&w[i]);

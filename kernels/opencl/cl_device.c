@@ -382,6 +382,11 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
                      tern_cl_type_suffix(type));
             st = make_kernel(cl, cl->names[f][type], locals[f], kernels[f], err);
         }
+        if (st == TERN_OK && (type == TERN_TYPE_Q4_K || type == TERN_TYPE_Q5_K)) {
+            snprintf(cl->names_v6[type], sizeof cl->names_v6[type], "matvec3_rope_%s_q6_k",
+                     tern_cl_type_suffix(type));
+            st = make_kernel(cl, cl->names_v6[type], (size_t)t->mv_wgs, &cl->matvec3_rope_v6[type], err);
+        }
         if (st == TERN_OK && t->mma) {
             snprintf(cl->names[5][type], sizeof cl->names[5][type], "matmul_mma_%s", tern_cl_type_suffix(type));
             st = make_kernel(cl, cl->names[5][type], mma_threads, &cl->matmul_mma[type], err);
@@ -587,7 +592,8 @@ void tern_cl_free(tern_cl *cl) {
         tern_cl_profile_collect(cl);
     tern_cl_profile_log_free(cl);
     cl_kernel *typed[] = {cl->matvec,     cl->matmul,     cl->dequant,    cl->matvec3,
-                          cl->matvec_glu, cl->matmul_mma, cl->matvec_res, cl->matvec3_rope};
+                          cl->matvec_glu, cl->matmul_mma, cl->matvec_res, cl->matvec3_rope,
+                          cl->matvec3_rope_v6};
     for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (typed[i][t])

@@ -154,6 +154,10 @@ struct tern_cl {
     /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3, [4] matvec_glu,
      * [5] matmul_mma (only where MMA is built), [6] matvec_res, [7] matvec3_rope */
     char names[8][TERN_TYPE_COUNT][20];
+    /* matvec3_rope with a Q6_K v, by the type of q and k (Q4_K and Q5_K: the _M mixes' layers with
+     * more bits in v), and their names; NULL for the other types */
+    cl_kernel matvec3_rope_v6[TERN_TYPE_COUNT];
+    char names_v6[TERN_TYPE_COUNT][28];
     cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
         norm_rope_kv, softcap, quantize_x8, attention_tiled, attention_mma, mma_x_half, mma_x8;
     uint64_t launches; /* enqueued kernels (tern_cl_launches) */

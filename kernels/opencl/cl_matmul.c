@@ -222,7 +222,7 @@ static size_t shared_args(tern_cl *cl, const tern_cl_matrix *const *w, int n, co
         ym[i] = y[i < n ? i : 0];
         rows[i] = i < n ? (cl_int)w[i]->n_rows : 0;
         groups += (size_t)((rows[i] + t->mv_rows - 1) / t->mv_rows);
-        *bytes += (uint64_t)rows[i] * (w[0]->row_bytes + 4);
+        *bytes += (uint64_t)rows[i] * (w[i < n ? i : 0]->row_bytes + 4);
     }
     const tern_cl_arg a[12] = {TERN_CL_ARG(wm[0]),      TERN_CL_ARG(wm[1]),   TERN_CL_ARG(wm[2]),
                                TERN_CL_ARG(*row_bytes), TERN_CL_ARG(rows[0]), TERN_CL_ARG(rows[1]),
@@ -253,8 +253,12 @@ void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, c
 }
 
 bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_mem x, const tern_cl_rope_kv_args *a) {
-    /* a v product of another type runs first, by itself; the fused launch then stores it */
-    const bool v_apart = !tern_cl_matmul_can_share(w[0], w[2]);
+    /* a v of another type: in the launch where a kernel pairs the types (a Q6_K v), else its
+     * product first, by itself, and the fused launch stores it */
+    cl_kernel v6 = w[2]->type == TERN_TYPE_Q6_K ? cl->matvec3_rope_v6[w[0]->type] : NULL;
+    const bool v_paired = v6 && w[0]->type != w[2]->type && w[2]->k == w[0]->k && w[2]->n_parts == 1 &&
+                          w[0]->n_parts == 1,
+               v_apart = !v_paired && !tern_cl_matmul_can_share(w[0], w[2]);
     if (!cl->tune.sync || !cl->tune.rope_fuse || a->n_tokens != 1 || !a->q_norm != !a->k_norm ||
         !tern_cl_matmul_can_share(w[0], w[1]) || (v_apart && w[2]->n_parts != 1) || a->head_dim % 2 || a->n_rot % 2 ||
         w[0]->n_rows != a->n_head * a->head_dim || w[1]->n_rows != a->n_head_kv * a->head_dim ||
@@ -265,26 +269,27 @@ bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_me
         return false;
     if (v_apart)
         tern_cl_matmul(cl, w[2], x, 1, a->v);
-    const cl_ulong row_bytes = w[0]->row_bytes;
+    const cl_ulong row_bytes = w[0]->row_bytes, row_bytes_v = w[2]->row_bytes;
     const cl_int k = (cl_int)w[0]->k, hd = (cl_int)a->head_dim, nr = (cl_int)a->n_rot, nx = a->neox,
                  pos = (cl_int)a->pos0, vw = (cl_int)a->v_width, v_done = v_apart, norms = a->q_norm != NULL;
     const float eps = a->eps;
     const cl_mem xv = product_input(cl, w[0], x, 1), y[3] = {a->q, a->k, a->v};
     cl_mem wm[3], ym[3];
     cl_int rows[3];
-    tern_cl_arg args[26];
+    tern_cl_arg args[27];
     uint64_t bytes;
     const size_t global[1] = {
         shared_args(cl, w, v_apart ? 2 : 3, &xv, y, wm, rows, ym, &row_bytes, &k, args, &bytes)};
     ym[2] = a->v; /* with v_apart no rows of it, but y2 is v's values, copied into the cache */
-    const tern_cl_arg rope[14] = {TERN_CL_ARG(a->kc),     TERN_CL_ARG(a->vc),      TERN_CL_ARG(hd),
+    const tern_cl_arg rope[15] = {TERN_CL_ARG(a->kc),     TERN_CL_ARG(a->vc),      TERN_CL_ARG(hd),
                                   TERN_CL_ARG(nr),        TERN_CL_ARG(nx),         TERN_CL_ARG(a->cos_sin),
                                   TERN_CL_ARG(pos),       TERN_CL_ARG(counters),   TERN_CL_ARG(vw),
                                   TERN_CL_ARG(v_done),    TERN_CL_ARG(a->q_norm),  TERN_CL_ARG(a->k_norm),
-                                  TERN_CL_ARG(eps),       TERN_CL_ARG(norms)};
+                                  TERN_CL_ARG(eps),       TERN_CL_ARG(norms),      TERN_CL_ARG(row_bytes_v)};
     memcpy(args + 12, rope, sizeof rope);
     const size_t local[1] = {(size_t)cl->tune.mv_wgs};
-    product_launch(cl, cl->matvec3_rope[w[0]->type], cl->names[7][w[0]->type], 26, args, 1, global, local,
+    product_launch(cl, v_paired ? v6 : cl->matvec3_rope[w[0]->type],
+                   v_paired ? cl->names_v6[w[0]->type] : cl->names[7][w[0]->type], 27, args, 1, global, local,
                    bytes + (uint64_t)(a->n_head * a->n_rot * 8 + (a->n_head_kv * a->head_dim + a->v_width) * 6));
     return true;
 }

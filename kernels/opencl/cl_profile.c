@@ -128,13 +128,13 @@ void tern_cl_profile_log_free(tern_cl *cl) {
     if (text) {
         add_text(text, &used, "OpenCL profile on %s (device time per kernel, opencl.profile)\n",
                  cl->info.name);
-        add_text(text, &used, "  %-16s %9s %11s %9s %6s %9s", "kernel", "launches", "total ms", "mean us",
+        add_text(text, &used, "  %-22s %9s %11s %9s %6s %9s", "kernel", "launches", "total ms", "mean us",
                  "share", "GB/s");
         for (int i = 0; i < p->n_rows; i++) {
             const double ns = p->rows[i].ns;
             if (p->rows[i].launches == 0)
                 continue;
-            add_text(text, &used, "\n  %-16s %9ld %11.3f %9.2f %5.1f%%", p->rows[i].name, p->rows[i].launches,
+            add_text(text, &used, "\n  %-22s %9ld %11.3f %9.2f %5.1f%%", p->rows[i].name, p->rows[i].launches,
                      ns / 1e6, ns / 1e3 / (double)p->rows[i].launches, total > 0 ? 100.0 * ns / total : 0.0);
             if (p->rows[i].bytes > 0 && ns > 0)
                 add_text(text, &used, " %9.1f", p->rows[i].bytes / ns);

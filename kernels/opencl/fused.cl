@@ -44,9 +44,10 @@ MATVEC_RES_KERNEL(q6_k, T_Q6_K)
  * head: n_head for q, then n_head_kv for k) rotates that head in place and, for k, stores it in
  * the FP16 cache at pos; each work-group stores its own rows of v there as they are. rope_kv's
  * arithmetic (rope_store_pair), so the same bits. rows0 = n_head * head_dim, rows1 = the cache's
- * k width (n_head_kv * head_dim), rows2 = v_width; counters 0 between launches. With v_done (a v
- * product of another type, run by the launch before) rows2 is 0 and y2 holds v: the work-items
- * copy it into the cache, spread over the whole launch. With norms (qwen3) each head of q and k
+ * k width (n_head_kv * head_dim), rows2 = v_width; counters 0 between launches. A v of another
+ * type runs in the same launch where a kernel pairs the two (matvec3_rope_<type>_<v type>, its
+ * rows row_bytes_v long); else with v_done (its product run by the launch before) rows2 is 0 and
+ * y2 holds v: the work-items copy it into the cache, spread over the whole launch. With norms (qwen3) each head of q and k
  * is first RMS-normalized by qn or kn, as norm_rope_kv does. */
 static inline void rope_heads(const int which, const int group, const int rows0, const int rows1, const int v_width,
                               global float *q, global float *k, global half *kc,
@@ -81,34 +82,37 @@ static inline void rope_heads(const int which, const int group, const int rows0,
     }
 }
 
-#define MATVEC3_ROPE_KERNEL(name, type)                                                                       \
+#define MATVEC3_ROPE_KERNEL(name, type, type_v)                                                               \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec3_rope_##name(                      \
         global const uchar *w0, global const uchar *w1, global const uchar *w2, const ulong row_bytes,       \
         const int rows0, const int rows1, const int rows2, const int k, global const float *x,               \
         global float *y0, global float *y1, global float *y2, global half *kc, global half *vc,              \
         const int head_dim, const int n_rot, const int neox, global const float *cos_sin, const int pos,     \
         volatile global uint *counters, const int v_width, const int v_done, global const float *qn,          \
-        global const float *kn, const float eps, const int norms) {                                          \
+        global const float *kn, const float eps, const int norms, const ulong row_bytes_v) {                 \
         local float red[MV_ROWS * MV_WGS];                                                                   \
         local int flag;                                                                                      \
         int group;                                                                                           \
         if (v_done)                                                                                          \
             for (size_t i = get_global_id(0); i < (size_t)v_width; i += get_global_size(0))                  \
                 vstore_half_rte(y2[i], (size_t)pos * (size_t)v_width + i, vc);                               \
-        const int which = matvec3(type, w0, w1, w2, row_bytes, rows0, rows1, rows2, k, x, y0, y1, y2, red,   \
-                                  &group);                                                                   \
+        const int which = matvec3(type, type_v, w0, w1, w2, row_bytes, row_bytes_v, rows0, rows1, rows2, k, \
+                                  x, y0, y1, y2, red, &group);                                               \
         rope_heads(which, group, rows0, rows1, v_width, y0, y1, kc, vc, head_dim, n_rot, neox, cos_sin, pos, \
                    counters, qn, kn, eps, norms, red, &flag);                                                \
     }
 
-MATVEC3_ROPE_KERNEL(f32, T_F32)
-MATVEC3_ROPE_KERNEL(f16, T_F16)
-MATVEC3_ROPE_KERNEL(bf16, T_BF16)
-MATVEC3_ROPE_KERNEL(q4_0, T_Q4_0)
-MATVEC3_ROPE_KERNEL(q4_1, T_Q4_1)
-MATVEC3_ROPE_KERNEL(q5_0, T_Q5_0)
-MATVEC3_ROPE_KERNEL(q5_1, T_Q5_1)
-MATVEC3_ROPE_KERNEL(q8_0, T_Q8_0)
-MATVEC3_ROPE_KERNEL(q4_k, T_Q4_K)
-MATVEC3_ROPE_KERNEL(q5_k, T_Q5_K)
-MATVEC3_ROPE_KERNEL(q6_k, T_Q6_K)
+MATVEC3_ROPE_KERNEL(f32, T_F32, T_F32)
+MATVEC3_ROPE_KERNEL(f16, T_F16, T_F16)
+MATVEC3_ROPE_KERNEL(bf16, T_BF16, T_BF16)
+MATVEC3_ROPE_KERNEL(q4_0, T_Q4_0, T_Q4_0)
+MATVEC3_ROPE_KERNEL(q4_1, T_Q4_1, T_Q4_1)
+MATVEC3_ROPE_KERNEL(q5_0, T_Q5_0, T_Q5_0)
+MATVEC3_ROPE_KERNEL(q5_1, T_Q5_1, T_Q5_1)
+MATVEC3_ROPE_KERNEL(q8_0, T_Q8_0, T_Q8_0)
+MATVEC3_ROPE_KERNEL(q4_k, T_Q4_K, T_Q4_K)
+MATVEC3_ROPE_KERNEL(q5_k, T_Q5_K, T_Q5_K)
+MATVEC3_ROPE_KERNEL(q6_k, T_Q6_K, T_Q6_K)
+/* Q4_K_M's layers with more bits in v (and Q5_K_M's): their v in the same launch */
+MATVEC3_ROPE_KERNEL(q4_k_q6_k, T_Q4_K, T_Q6_K)
+MATVEC3_ROPE_KERNEL(q5_k_q6_k, T_Q5_K, T_Q6_K)

@@ -177,10 +177,11 @@ TYPED void sums_x8(const int type, global const uchar *w, const ulong row_bytes,
 /* The sums of rows group * MV_ROWS + j of token get_group_id(1) in red[j * MV_WGS], visible to
  * every work-item on return. x is f32, or quantize_x8's output where DOT8 is on and the weights
  * are quantized. */
-TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                       const int k, global const float *x, local float *red, const int group) {
-    const int lid = get_local_id(0), row0 = group * MV_ROWS;
-    float acc[MV_ROWS];
+/* This work-item's share of the group's MV_ROWS rows into acc: no barrier, so a work-group may
+ * pick the type it runs by a branch (matvec3 with a v of another type). */
+TYPED void matvec_acc(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+                      const int k, global const float *x, const int group, float *acc) {
+    const int row0 = group * MV_ROWS;
     UNROLLED
     for (int j = 0; j < MV_ROWS; j++)
         acc[j] = 0.0f;
@@ -188,6 +189,11 @@ TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_by
         sums_x8(type, w, row_bytes, n_rows, k, (global const uchar *)x, row0, acc);
     else
         sums_f32(type, w, row_bytes, n_rows, k, x, row0, acc);
+}
+
+/* The work-items' acc added up: row j's sum at red[j * MV_WGS]. */
+static inline void matvec_reduce(const float *acc, local float *red) {
+    const int lid = get_local_id(0);
 #if MV_SHFL
     /* each warp's sums by shuffles, then the warps' sums added through local memory */
     UNROLLED
@@ -219,6 +225,13 @@ TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_by
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #endif
+}
+
+TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
+                       const int k, global const float *x, local float *red, const int group) {
+    float acc[MV_ROWS];
+    matvec_acc(type, w, row_bytes, n_rows, k, x, group, acc);
+    matvec_reduce(acc, red);
 }
 
 TYPED void matvec(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
@@ -304,18 +317,27 @@ static inline void glu_block_x8(global const float *out, const int n_rows, globa
  * (q, k and v; gate and up): one launch instead of three. Work-groups take the rows of w0, then
  * w1, then w2; global size (sum of ceil(rows_i / MV_ROWS)) * MV_WGS. matvec3 runs this group's
  * rows and says which matrix they were of and the group's index within it (fused.cl's
- * matvec3_rope goes on from there). */
-TYPED int matvec3(const int type, global const uchar *w0, global const uchar *w1, global const uchar *w2,
-                  const ulong row_bytes, const int rows0, const int rows1, const int rows2, const int k,
-                  global const float *x, global float *y0, global float *y1, global float *y2,
-                  local float *red, int *group) {
+ * matvec3_rope goes on from there). w2 may be of type_v, with rows of row_bytes_v (a Q4_K_M
+ * layer's Q6_K v): when type_v is type, the branch below is gone at compile time. */
+TYPED int matvec3(const int type, const int type_v, global const uchar *w0, global const uchar *w1,
+                  global const uchar *w2, const ulong row_bytes, const ulong row_bytes_v, const int rows0,
+                  const int rows1, const int rows2, const int k, global const float *x, global float *y0,
+                  global float *y1, global float *y2, local float *red, int *group) {
     const int g = get_group_id(0), g0 = (rows0 + MV_ROWS - 1) / MV_ROWS, g1 = (rows1 + MV_ROWS - 1) / MV_ROWS;
-    /* the matrix is picked first and matvec called once, outside any branch: its barriers must be
-     * reached by every work-item of the group (PoCL miscompiled the branchy form) */
-    const int which = g < g0 ? 0 : g < g0 + g1 ? 1 : 2;
+    const int which = g < g0 ? 0 : g < g0 + g1 ? 1 : 2, n_rows = which == 0 ? rows0 : which == 1 ? rows1 : rows2;
     *group = which == 0 ? g : which == 1 ? g - g0 : g - g0 - g1;
-    matvec(type, which == 0 ? w0 : which == 1 ? w1 : w2, row_bytes, which == 0 ? rows0 : which == 1 ? rows1 : rows2,
-           k, x, which == 0 ? y0 : which == 1 ? y1 : y2, 0, red, *group);
+    /* only the sums branch on the type: the reduction's barriers must be reached by every
+     * work-item of the group outside any branch (PoCL miscompiled the branchy form) */
+    float acc[MV_ROWS];
+    if (type_v != type && which == 2)
+        matvec_acc(type_v, w2, row_bytes_v, n_rows, k, x, *group, acc);
+    else
+        matvec_acc(type, which == 0 ? w0 : which == 1 ? w1 : w2, row_bytes, n_rows, k, x, *group, acc);
+    matvec_reduce(acc, red);
+    const int lid = get_local_id(0), row0 = *group * MV_ROWS;
+    global float *y = which == 0 ? y0 : which == 1 ? y1 : y2;
+    if (lid < MV_ROWS && row0 + lid < n_rows)
+        y[row0 + lid] = red[lid * MV_WGS];
     return which;
 }
 
@@ -332,7 +354,8 @@ TYPED int matvec3(const int type, global const uchar *w0, global const uchar *w1
         global float *y0, global float *y1, global float *y2) {                                              \
         local float red[MV_ROWS * MV_WGS];                                                                   \
         int group;                                                                                           \
-        matvec3(type, w0, w1, w2, row_bytes, rows0, rows1, rows2, k, x, y0, y1, y2, red, &group);            \
+        matvec3(type, type, w0, w1, w2, row_bytes, row_bytes, rows0, rows1, rows2, k, x, y0, y1, y2, red,    \
+                &group);                                                                                     \
     }                                                                                                        \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_glu_##name(                      \
         global const uchar *w_gate, global const uchar *w_up, const ulong row_bytes, const int n_rows,       \
