@@ -174,7 +174,7 @@ kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void norm_rope_kv(
     const int h = is_q ? g : g - n_head;
     global float *head = is_q ? q + ((size_t)t * n_head + h) * head_dim : k + ((size_t)t * n_head_kv + h) * head_dim;
     global const float *w = is_q ? qn : kn;
-    const float scale = 1.0f / sqrt(group_sum(sum_squares(head, head_dim, NORM_WGS), red, NORM_WGS) / (float)head_dim + eps);
+    const float scale = 1.0f / sqrt(norm_sum(sum_squares(head, head_dim, NORM_WGS), red, NORM_WGS) / (float)head_dim + eps);
     global const float *cs = cos_sin + (size_t)pos * (size_t)n_rot;
     global half *kc_row = kc + (size_t)pos * (size_t)k_width + (size_t)h * (size_t)head_dim;
     for (int j = lid; j < head_dim / 2; j += NORM_WGS)

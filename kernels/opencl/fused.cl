@@ -73,9 +73,9 @@ static inline void rope_heads(const int which, const int group, const int rows0,
         global float *head = y + (size_t)h * (size_t)head_dim;
         global half *kc_row = kc + (size_t)pos * (size_t)rows1 + (size_t)h * (size_t)head_dim;
         /* norm_rope_kv's sum: with at most 4 * MV_WGS values each work-item sums one float4 as
-         * there, and the tree's extra levels there add zeros */
+         * there, and the extra work-items there (tree levels, or warps) add zeros */
         const float scale =
-            norms ? 1.0f / sqrt(group_sum(sum_squares(head, head_dim, MV_WGS), red, MV_WGS) / (float)head_dim + eps)
+            norms ? 1.0f / sqrt(norm_sum(sum_squares(head, head_dim, MV_WGS), red, MV_WGS) / (float)head_dim + eps)
                   : 0.0f;
         for (int j = lid; j < pairs; j += MV_WGS)
             rope_store_pair(head, j, n_rot, neox, cs, kc_row, which == 1, norms, which == 0 ? qn : kn, scale);

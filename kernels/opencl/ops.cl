@@ -71,12 +71,22 @@ static inline void norm_x8(global const float *out_row, const int n, global ucha
     group_x8(out_row, n, x8 + r * (size_t)n, (global half *)(x8 + rows * (size_t)n) + r * (size_t)(n / 32));
 }
 
+/* group_sum for the norms, by warps where there are shuffles (their work-groups are whole warps:
+ * NORM_WGS here and in norm_rope_kv, MV_WGS in matvec_res and matvec3_rope, which MV_SHFL needs). */
+static inline float norm_sum(const float v, local float *red, const int wgs) {
+#if MV_SHFL && NORM_WGS % 32 == 0
+    return warps_reduce(v, red, wgs, false);
+#else
+    return group_sum(v, red, wgs);
+#endif
+}
+
 kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void rmsnorm(
     global const float *x, global const float *w, const int n, const float eps, global float *y, global uchar *x8,
     const int use_x8) {
     local float red[NORM_WGS];
     const size_t base = (size_t)get_group_id(0) * (size_t)n;
-    const float scale = 1.0f / sqrt(group_sum(sum_squares(x + base, n, NORM_WGS), red, NORM_WGS) / (float)n + eps);
+    const float scale = 1.0f / sqrt(norm_sum(sum_squares(x + base, n, NORM_WGS), red, NORM_WGS) / (float)n + eps);
     scale_row(x + base, w, scale, n, y + base, NORM_WGS);
     if (use_x8)
         norm_x8(y + base, n, x8);
@@ -95,16 +105,6 @@ static inline float4 branch4(global const float *restrict t, global const float 
 #ifndef NORM_HELD
 #define NORM_HELD 4
 #endif
-
-/* group_sum for the norms, by warps where there are shuffles (their work-groups are whole warps:
- * NORM_WGS here, MV_WGS in matvec_res, which MV_SHFL needs). */
-static inline float norm_sum(const float v, local float *red, const int wgs) {
-#if MV_SHFL && NORM_WGS % 32 == 0
-    return warps_reduce(v, red, wgs, false);
-#else
-    return group_sum(v, red, wgs);
-#endif
-}
 
 /* Each m[j] (j < NORM_HELD) made the largest over the 8 work-items whose local ids differ in bits
  * 0..2 only: the 32 values of a block of quantize_block32 are float4s of 8 neighbours. Every
