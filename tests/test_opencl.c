@@ -76,6 +76,19 @@ static tern_cl *open_cl(void) {
 }
 
 /* g_params with `extra` after its build options (buf holds them). */
+/* What a log callback received: the number of calls, the last level and text. */
+typedef struct log_record {
+    int calls, level;
+    char text[8192];
+} log_record;
+
+static void record_log(void *user, int level, const char *msg) {
+    log_record *r = user;
+    r->calls++;
+    r->level = level;
+    snprintf(r->text, sizeof r->text, "%s", msg);
+}
+
 static tern_opencl_params with_options(const char *extra, char *buf, size_t cap) {
     tern_opencl_params p = g_params;
     snprintf(buf, cap, "%s %s", p.build_options ? p.build_options : "", extra);
@@ -699,6 +712,24 @@ static void check_kv_attention(tern_cl *cl, int64_t first, int64_t second, int q
     check_kv_attention_heads(cl, first, second, q8, q8 ? 64 : 38, q8 ? 32 : 44, tol);
 }
 
+static void check_attention_spans(tern_cl *cl, bool q8);
+static void check_attention_then_product(tern_cl *cl);
+
+/* attention_warps (ATT_WARPS=1: decode's queries, an FP16 cache, heads up to 128 values in fours)
+ * against the CPU reference as above, on cl: 1 and 10 queries with GQA, heads of 64, 128, 96 and
+ * 44 / 36 values, full and sliding-window, soft-capped, more keys than a chunk (64 on four warps
+ * of 16 keys) and chunks with warps past the last key (check_kv_attention_heads); spans over a
+ * long cache, some empty, merged by their last work-group; its 8-bit output. */
+static void check_attention_warps(tern_cl *cl) {
+    const int64_t heads[][2] = {{64, 64}, {128, 128}, {96, 96}, {44, 36}};
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+        check_kv_attention_heads(cl, 190, 10, 0, heads[i][0], heads[i][1], 1e-5f);
+        check_kv_attention_heads(cl, 130, 1, 0, heads[i][0], heads[i][1], 1e-5f);
+    }
+    check_attention_spans(cl, false);
+    check_attention_then_product(cl);
+}
+
 static void test_kv_attention(void **state) {
     (void)state;
     check_kv_attention(g_cl, 150, 50, 0);
@@ -708,20 +739,33 @@ static void test_kv_attention(void **state) {
         check_kv_attention(g_cl, 150, 50, q8);
         check_kv_attention(g_cl, 190, 10, q8);
     }
-    /* the prefill kernel with 16 queries per work-group, as on devices with 32 KB of local memory,
-     * and the decode kernel with one key group (every work-item walks all of a chunk's keys) */
+    /* on one more handle (one more program to build): the prefill kernel with 16 queries per
+     * work-group, as on devices with 32 KB of local memory; decode by attention_warps; and the
+     * heads and caches that attention_warps leaves to `attention` (38 / 44 values, Q8_0), there
+     * with one key group (every work-item walks all of a chunk's keys). The profile's rows say
+     * that attention_warps ran. */
     char options[600];
-    const tern_opencl_params p = with_options("-DATT_TQ=16 -DATT_KG=1", options, sizeof options);
-    tern_cl *cl = open_with(&p);
+    tern_opencl_params p = with_options("-DATT_TQ=16 -DATT_KG=1 -DATT_WARPS=1", options, sizeof options);
+    p.profile = true;
+    log_record rec = {0};
+    const tern_logger log = {record_log, &rec};
+    tern_cl *cl = NULL;
+    tern_error err = {0};
+    assert_int_equal(tern_cl_create(g_device, &p, &log, &cl, &err), TERN_OK);
     check_kv_attention(cl, 150, 50, 0);
     check_kv_attention(cl, 150, 50, 3);
+    check_kv_attention(cl, 190, 10, 0);
+    check_kv_attention(cl, 190, 10, 3);
+    check_attention_warps(cl);
     tern_cl_free(cl);
+    if (!strstr(rec.text, "\n  attention_warps ") || !strstr(rec.text, "\n  attention "))
+        fail_msg("attention_warps and attention did not both run: %s", rec.text);
 }
 
 /* One query (decode) over a long cache, FP16 and Q8_0: the keys are cut into spans on several
  * work-groups and merged (with one head there are more spans than chunks of keys need, so some
  * spans are empty). Positions 1, 129 and 1099: one key, one chunk plus one key, many spans. */
-static void check_attention_spans(bool q8) {
+static void check_attention_spans(tern_cl *cl, bool q8) {
     const int64_t dk = 64, dv = 64, n_ctx = 1100;
     const uint32_t type = q8 ? TERN_TYPE_Q8_0 : TERN_TYPE_F16;
     const size_t k_row = tern_type_row_bytes(type, dk), v_row = tern_type_row_bytes(type, dv);
@@ -735,13 +779,13 @@ static void check_attention_spans(bool q8) {
         g_ref.f32_to_f16(n_ctx * dk, k, (uint16_t *)kh);
         g_ref.f32_to_f16(n_ctx * dv, v, (uint16_t *)vh);
     }
-    cl_mem kc = put(g_cl, kh, k_row * (size_t)n_ctx), vc = put(g_cl, vh, v_row * (size_t)n_ctx);
-    cl_mem qd = put(g_cl, q, sizeof(float) * (size_t)dk), od = put(g_cl, NULL, sizeof(float) * (size_t)dv);
+    cl_mem kc = put(cl, kh, k_row * (size_t)n_ctx), vc = put(cl, vh, v_row * (size_t)n_ctx);
+    cl_mem qd = put(cl, q, sizeof(float) * (size_t)dk), od = put(cl, NULL, sizeof(float) * (size_t)dv);
     const int64_t positions[] = {0, 128, n_ctx - 1};
     for (int i = 0; i < 3; i++) {
         const tern_cl_attn_shape s = {positions[i], 1, 1, 1, dk, dv, dk, dv, 0, 0.13f, 0.0f, q8, q8};
-        tern_cl_attention(g_cl, qd, kc, vc, &s, od);
-        get(g_cl, od, got, sizeof(float) * (size_t)dv);
+        tern_cl_attention(cl, qd, kc, vc, &s, od);
+        get(cl, od, got, sizeof(float) * (size_t)dv);
         const tern_kv_rows kr = {kh, k_row, type}, vr = {vh, v_row, type};
         g_ref.attn_head(dk, dv, positions[i] + 1, q, &kr, &vr, 0.13f, scores, want);
         for (int64_t d = 0; d < dv; d++)
@@ -749,10 +793,10 @@ static void check_attention_spans(bool q8) {
                 fail_msg("attention (%s) at position %lld [%lld]: %.7g, want %.7g", tern_type_name(type),
                          (long long)positions[i], (long long)d, got[d], want[d]);
     }
-    tern_cl_release(g_cl, kc, 0);
-    tern_cl_release(g_cl, vc, 0);
-    tern_cl_release(g_cl, qd, 0);
-    tern_cl_release(g_cl, od, 0);
+    tern_cl_release(cl, kc, 0);
+    tern_cl_release(cl, vc, 0);
+    tern_cl_release(cl, qd, 0);
+    tern_cl_release(cl, od, 0);
     free(k);
     free(v);
     free(q);
@@ -763,43 +807,42 @@ static void check_attention_spans(bool q8) {
 
 static void test_attention_spans(void **state) {
     (void)state;
-    check_attention_spans(false);
-    check_attention_spans(true);
+    check_attention_spans(g_cl, false);
+    check_attention_spans(g_cl, true);
 }
 
 /* With int8 products, attention writes its output rounded for the product that follows (the
  * o-projection): that product must give the bits of the same product over a copy of the output
  * (which rounds on its own), with one span and with several (attention_merge writes it), for
  * one token and three, with grouped heads. */
-static void test_attention_then_product(void **state) {
-    (void)state;
+static void check_attention_then_product(tern_cl *cl) {
     const int64_t n_head = 4, n_head_kv = 2, dk = 64, dv = 64, n_ctx = 1100, width = n_head * dv, rows = 67;
     weights w = make_weights(TERN_TYPE_Q4_K, rows, width);
     tern_cl_matrix *dev = NULL;
     tern_error err = {0};
-    assert_int_equal(tern_cl_matrix_upload(g_cl, w.type, width, rows, w.q, &dev, &err), TERN_OK);
+    assert_int_equal(tern_cl_matrix_upload(cl, w.type, width, rows, w.q, &dev, &err), TERN_OK);
     float *k = random_floats((size_t)(n_ctx * n_head_kv * dk), 1.5f);
     float *v = random_floats((size_t)(n_ctx * n_head_kv * dv), 1.0f);
     float *q = random_floats((size_t)(3 * width), 1.5f);
     uint16_t *kh = malloc(2 * (size_t)(n_ctx * n_head_kv * dk)), *vh = malloc(2 * (size_t)(n_ctx * n_head_kv * dv));
     g_ref.f32_to_f16(n_ctx * n_head_kv * dk, k, kh);
     g_ref.f32_to_f16(n_ctx * n_head_kv * dv, v, vh);
-    cl_mem kc = put(g_cl, kh, 2 * (size_t)(n_ctx * n_head_kv * dk)), vc = put(g_cl, vh, 2 * (size_t)(n_ctx * n_head_kv * dv));
-    cl_mem qd = put(g_cl, q, sizeof(float) * (size_t)(3 * width));
-    cl_mem od = put(g_cl, NULL, sizeof(float) * (size_t)(3 * width)), o2 = put(g_cl, NULL, sizeof(float) * (size_t)(3 * width));
+    cl_mem kc = put(cl, kh, 2 * (size_t)(n_ctx * n_head_kv * dk)), vc = put(cl, vh, 2 * (size_t)(n_ctx * n_head_kv * dv));
+    cl_mem qd = put(cl, q, sizeof(float) * (size_t)(3 * width));
+    cl_mem od = put(cl, NULL, sizeof(float) * (size_t)(3 * width)), o2 = put(cl, NULL, sizeof(float) * (size_t)(3 * width));
     float a[3 * 67], b[3 * 67];
-    cl_mem ya = put(g_cl, NULL, sizeof a), yb = put(g_cl, NULL, sizeof b);
+    cl_mem ya = put(cl, NULL, sizeof a), yb = put(cl, NULL, sizeof b);
     const int64_t positions[] = {5, n_ctx - 3}; /* one span; several */
     for (int i = 0; i < 2; i++)
         for (int64_t m = 1; m <= 3; m += 2) {
             const tern_cl_attn_shape s = {positions[i], m, n_head, n_head_kv, dk, dv, n_head_kv * dk, n_head_kv * dv,
                                           0, 0.125f, 0.0f, false, false};
-            tern_cl_attention(g_cl, qd, kc, vc, &s, od);
-            tern_cl_matmul(g_cl, dev, od, m, ya);
-            tern_cl_copy(g_cl, od, 0, o2, 0, sizeof(float) * (size_t)(m * width));
-            tern_cl_matmul(g_cl, dev, o2, m, yb);
-            get(g_cl, ya, a, sizeof(float) * (size_t)(m * rows));
-            get(g_cl, yb, b, sizeof(float) * (size_t)(m * rows));
+            tern_cl_attention(cl, qd, kc, vc, &s, od);
+            tern_cl_matmul(cl, dev, od, m, ya);
+            tern_cl_copy(cl, od, 0, o2, 0, sizeof(float) * (size_t)(m * width));
+            tern_cl_matmul(cl, dev, o2, m, yb);
+            get(cl, ya, a, sizeof(float) * (size_t)(m * rows));
+            get(cl, yb, b, sizeof(float) * (size_t)(m * rows));
             for (int64_t j = 0; j < m * rows; j++)
                 if (memcmp(&a[j], &b[j], sizeof a[j]) != 0)
                     fail_msg("position %lld, %lld tokens, [%lld]: %.9g after attention, %.9g after a copy",
@@ -807,13 +850,18 @@ static void test_attention_then_product(void **state) {
         }
     const cl_mem bufs[] = {kc, vc, qd, od, o2, ya, yb};
     release_all(bufs, sizeof bufs / sizeof bufs[0]);
-    tern_cl_matrix_free(g_cl, dev);
+    tern_cl_matrix_free(cl, dev);
     free_weights(&w);
     free(k);
     free(v);
     free(q);
     free(kh);
     free(vh);
+}
+
+static void test_attention_then_product(void **state) {
+    (void)state;
+    check_attention_then_product(g_cl);
 }
 
 /* ---- steps finished by a launch's last work-group (SYNC) ---- */
@@ -1415,19 +1463,6 @@ static void test_context_build_failure(void **state) {
     assert_non_null(strstr(err.message, "backend opencl: "));
     assert_non_null(strstr(err.message, "do not build"));
     tern_model_free(m);
-}
-
-/* What a log callback received: the number of calls, the last level and text. */
-typedef struct log_record {
-    int calls, level;
-    char text[8192];
-} log_record;
-
-static void record_log(void *user, int level, const char *msg) {
-    log_record *r = user;
-    r->calls++;
-    r->level = level;
-    snprintf(r->text, sizeof r->text, "%s", msg);
 }
 
 /* Runs the two evals of test_context_runtime_failure on c (the second fails inside and moves to

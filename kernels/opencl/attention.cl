@@ -525,6 +525,171 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge
                 use_x8, e, red);
 }
 
+/* attention_warps (the host's ATT_WARPS): `attention` for decode over an FP16 cache, heads up to
+ * 128 values (dk and dv multiples of 4), built for the short spans decode has, where a
+ * work-group's time is its chain of trips to memory and barriers rather than its bytes: in
+ * `attention` q waits behind a barrier, the values behind the scores and two work-group
+ * reductions, and they come in steps of ATT_V_STEP keys. Here warp w of the group takes keys
+ * c0 + w ATT_WK .. c0 + (w + 1) ATT_WK - 1 of each chunk, and lane i loads dimensions 4i..4i+3 of
+ * q and of those keys' K and V rows all at once (one coalesced read of a row per warp, one trip
+ * to memory per chunk); the transposing butterfly (see warp_key_dots) leaves lane j with key j's
+ * score, and each warp keeps its own online softmax (m, l and its lanes' four output dimensions)
+ * by shuffles alone. The warps meet once, at the span's end, through local memory: each span
+ * gives what `attention`'s gives (its output, or its unnormalized output, m and l for the same
+ * merge), and the same 8-bit output. Mathematically the same; the rounding differs (a running
+ * maximum per warp).
+ * Without NVIDIA's shuffles (ATT_SHFL off) a shuffle goes through local memory between two
+ * barriers, the whole work-group taking part (no shuffle sits in a branch): slow, there for the
+ * tests on other devices. ATT_WK: keys per warp and chunk, a power of two up to 32 (the K and V
+ * rows of 16 keys are 128 floats a lane, in registers). Preconditions: ATT_WGS a multiple of 32. */
+#ifndef ATT_WK
+#define ATT_WK 16
+#endif
+#define ATT_WARPS_N (ATT_WGS / 32)
+#if ATT_SHFL && MV_SHFL && ATT_WGS % 32 == 0
+/* v of lane `from` of this warp */
+static inline float shfl_idx(const float v, const int from) {
+    uint t;
+    asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(t) : "r"(as_uint(v)), "r"(from));
+    return as_float(t);
+}
+#define LANES_XOR(v, o, x) shfl_xor(v, o)
+#define LANES_GET(v, from, x) shfl_idx(v, from)
+#define LANES_MAX(v, x) warp_max(v)
+#define LANES_SUM(v, x) warp_sum(v)
+#else
+/* v of lane `from` of this work-item's warp (32 consecutive work-items), through x (ATT_WGS
+ * floats); every work-item of the group calls it */
+static inline float lanes_swap(const float v, const int from, local float *x) {
+    const int lid = get_local_id(0);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last swap's reads are done */
+    x[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return x[lid - lid % 32 + from];
+}
+#define LANES_XOR(v, o, x) lanes_swap(v, (int)(get_local_id(0) % 32) ^ (o), x)
+#define LANES_GET(v, from, x) lanes_swap(v, from, x)
+static inline float lanes_reduce(float v, local float *x, const bool is_max) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float w = LANES_XOR(v, o, x);
+        v = is_max ? fmax(v, w) : v + w;
+    }
+    return v;
+}
+#define LANES_MAX(v, x) lanes_reduce(v, x, true)
+#define LANES_SUM(v, x) lanes_reduce(v, x, false)
+#endif
+
+/* d[k]: this lane's part of key k's dot (k < ATT_WK). Returns the dot of key lane % ATT_WK: the
+ * transposing butterfly over the lanes ATT_WK / 2 .. 1 apart, then the lanes ATT_WK .. 16 apart
+ * added (they hold the same keys' other dimensions). */
+static inline float lanes_key_dots(float *d, local float *x) {
+    const int lane = get_local_id(0) % 32;
+#pragma unroll
+    for (int o = ATT_WK / 2; o >= 1; o >>= 1) {
+        const uint up = (lane & o) ? 0xffffffffu : 0u; /* a mask, not a select: see warp_key_dots */
+#pragma unroll
+        for (int k = 0; k < o; k++) {
+            const uint lo = as_uint(d[k]), hi = as_uint(d[k + o]);
+            const float send = as_float((lo & up) | (hi & ~up)), keep = as_float((hi & up) | (lo & ~up));
+            d[k] = keep + LANES_XOR(send, o, x);
+        }
+    }
+    float s = d[0];
+    for (int o = ATT_WK; o < 32; o <<= 1)
+        s += LANES_XOR(s, o, x);
+    return s;
+}
+
+kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_warps(
+    global const float *q, global const uchar *kc, global const uchar *vc, global float *out, const int pos0,
+    const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width, const int v_width,
+    const float scale, const int window, const int span, global float *part, global uchar *x8, const int use_x8,
+    const float softcap, const int k_q8, const int v_q8, volatile global uint *merge_count, const int merge_count_on) {
+    local float x[ATT_WGS], red[ATT_WGS]; /* the shuffles without ATT_SHFL; the merge */
+    local float wacc[ATT_WARPS_N * 128], wml[2 * ATT_WARPS_N]; /* each warp's output, m and l */
+    local int last;
+    const int h = get_group_id(0), split = get_group_id(1), n_splits = get_num_groups(1);
+    const int t = get_group_id(2), lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
+    const int hk = h / (n_head / n_head_kv), pos = pos0 + t;
+    const int first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+    const int lo = first + split * span, hi = min(pos + 1, lo + span); /* keys lo..hi-1 */
+    const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
+    /* this lane's four dimensions; lanes past the head read dimension 0 again, q zero there */
+    const int kd = 4 * lane < dk ? 4 * lane : 0, vd = 4 * lane < dv ? 4 * lane : 0;
+    const float4 q4 = 4 * lane < dk ? vload4(0, q + qrow * (size_t)dk + (size_t)kd) : 0.0f;
+    global const half *kh = (global const half *)kc + (size_t)hk * (size_t)dk + (size_t)kd;
+    global const half *vh = (global const half *)vc + (size_t)hk * (size_t)dv + (size_t)vd;
+    float m = -INFINITY, l = 0.0f;
+    float4 acc = 0.0f;
+    for (int c0 = lo; c0 < hi; c0 += ATT_WARPS_N * ATT_WK) {
+        const int k0 = c0 + warp * ATT_WK; /* this warp's first key (at or past hi: none of them) */
+        float4 kr[ATT_WK], vr[ATT_WK];
+#pragma unroll
+        for (int k = 0; k < ATT_WK; k++) { /* keys past hi read key hi - 1 again, weighted 0 */
+            const size_t key = (size_t)min(k0 + k, hi - 1);
+            kr[k] = vload_half4(0, kh + key * (size_t)k_width);
+            vr[k] = vload_half4(0, vh + key * (size_t)v_width);
+        }
+        float d[ATT_WK];
+#pragma unroll
+        for (int k = 0; k < ATT_WK; k++)
+            d[k] = dot(q4, kr[k]);
+        const float kq = lanes_key_dots(d, x); /* every lane: the shuffles */
+        /* lanes ATT_WK and up hold the same keys again: they count for nothing */
+        const bool valid = k0 + lane % ATT_WK < hi, own = valid && lane < ATT_WK;
+        const float s = valid ? cap_score(kq * scale, softcap) : -INFINITY;
+        const float m_new = fmax(m, LANES_MAX(s, x));
+        const float p = own ? exp(s - m_new) : 0.0f;
+        const float corr = m == -INFINITY ? 0.0f : exp(m - m_new); /* acc and l are 0 until then */
+        l = mad(l, corr, LANES_SUM(p, x));
+        float4 a = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ATT_WK; k++)
+            a = mad((float4)LANES_GET(p, k, x), vr[k], a);
+        acc = mad(acc, (float4)corr, a);
+        m = m_new;
+    }
+    if (4 * lane < dv)
+        vstore4(acc, 0, wacc + warp * 128 + 4 * lane);
+    if (lane == 0) {
+        wml[2 * warp] = m;
+        wml[2 * warp + 1] = l;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* the warps' parts as merge_spans weighs spans; a warp without keys (l = 0) counts for nothing */
+    float mx = -INFINITY, ls = 0.0f, ew[ATT_WARPS_N];
+    UNROLLED
+    for (int w = 0; w < ATT_WARPS_N; w++)
+        mx = fmax(mx, wml[2 * w]);
+    UNROLLED
+    for (int w = 0; w < ATT_WARPS_N; w++) {
+        ew[w] = wml[2 * w + 1] > 0.0f ? exp(wml[2 * w] - mx) : 0.0f;
+        ls = mad(ew[w], wml[2 * w + 1], ls);
+    }
+    global float *dst = n_splits == 1 ? out + qrow * (size_t)dv
+                                      : part + (qrow * (size_t)n_splits + (size_t)split) * (size_t)(dv + 2);
+    const float inv = n_splits == 1 ? 1.0f / ls : 1.0f;
+    for (int e = lid; e < dv; e += ATT_WGS) {
+        float a = 0.0f;
+        UNROLLED
+        for (int w = 0; w < ATT_WARPS_N; w++)
+            a = mad(ew[w], wacc[w * 128 + e], a);
+        dst[e] = a * inv;
+    }
+    if (n_splits == 1) {
+        if (use_x8)
+            head_x8(dst, h, t, get_num_groups(2), n_head, dv, x8);
+        return;
+    }
+    if (lid == 0) { /* an empty span (a short query's range ends before it): m = -inf, l = 0 */
+        dst[dv] = mx;
+        dst[dv + 1] = ls;
+    }
+    if (merge_count_on && arrive_last(merge_count + qrow, 1, n_splits, &last))
+        merge_spans(part, n_splits, n_head, dv, h, t, get_num_groups(2), out, x8, use_x8, x, red);
+}
+
 /* attention_tiled: the same attention for a batch of queries (prefill), one work-group per
  * (head, block of ATT_TQ consecutive queries). The plain kernel above has every query read its
  * keys and values from global memory by itself; here a block reads each chunk of AT_K keys and

@@ -411,6 +411,7 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
         {"softcap", (size_t)t->ew_wgs, &cl->softcap},
         {"quantize_x8", (size_t)t->ew_wgs, &cl->quantize_x8},
         {"attention_tiled", 0, &cl->attention_tiled}, /* used where it fits: below */
+        {"attention_warps", 0, &cl->attention_warps}, /* likewise */
         {"read_bw", 0, &cl->read_bw}, /* any work-group size: cl_bandwidth.c asks the kernel */
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0] && st == TERN_OK; i++)
@@ -427,6 +428,11 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
                     cl->api.GetKernelWorkGroupInfo(cl->attention_tiled, cl->device, CL_KERNEL_WORK_GROUP_SIZE,
                                                    sizeof allowed, &allowed, NULL) == CL_SUCCESS &&
                     allowed >= 4 * (size_t)t->att_tq && cl->info.local_mem >= TERN_CL_AT_LOCAL_BYTES(t->att_tq);
+    /* attention_warps where asked for, its warps whole, and its registers leave room for ATT_WGS */
+    cl->att_warps = st == TERN_OK && t->att_warps && t->att_wgs % 32 == 0 &&
+                    cl->api.GetKernelWorkGroupInfo(cl->attention_warps, cl->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                                   sizeof allowed, &allowed, NULL) == CL_SUCCESS &&
+                    allowed >= (size_t)t->att_wgs;
     return st;
 }
 
@@ -601,7 +607,7 @@ void tern_cl_free(tern_cl *cl) {
     cl_kernel ops[] = {cl->rmsnorm,  cl->add_rmsnorm, cl->rope,           cl->glu,     cl->add,
                        cl->add_bias, cl->kv_store,    cl->attention,      cl->read_bw, cl->attention_merge,
                        cl->rope_kv,  cl->quantize_x8, cl->attention_tiled, cl->norm_rope_kv, cl->softcap,
-                       cl->attention_mma, cl->mma_x_half, cl->mma_x8};
+                       cl->attention_mma, cl->mma_x_half, cl->mma_x8, cl->attention_warps};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i])
             cl->api.ReleaseKernel(ops[i]);

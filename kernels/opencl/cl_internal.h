@@ -75,6 +75,8 @@ typedef struct tern_cl_tunables {
     int res_max;      /* matvec_res for residuals up to this wide (host only) */
     int att_span_min; /* decode attention's fewest keys per span (host only) */
     int att_kwarp;    /* attention.cl's ATT_KWARP: key rows' dots by warps (kernel only) */
+    int att_warps;    /* decode attention by attention_warps where it applies (host only) */
+    int att_wk;       /* attention_warps' keys per warp and chunk (kernel only) */
     int rope_fuse;    /* matvec3_rope for decode's q, k, v (host only; 0: matvec3, then rope_kv) */
     int fa_warps;     /* attention_mma.cl: warps (of 16 queries) per work-group */
     int mma_att;      /* attention_mma for prefill where mma is on (host only; 0: attention_tiled) */
@@ -158,7 +160,7 @@ struct tern_cl {
      * more bits in v), and their names; NULL for the other types */
     cl_kernel matvec3_rope_v6[TERN_TYPE_COUNT];
     char names_v6[TERN_TYPE_COUNT][28];
-    cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, rope_kv,
+    cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, attention_warps, rope_kv,
         norm_rope_kv, softcap, quantize_x8, attention_tiled, attention_mma, mma_x_half, mma_x8;
     uint64_t launches; /* enqueued kernels (tern_cl_launches) */
     /* by the kernel's address; kernels are made once per handle and live as long as it (a copy
@@ -166,6 +168,7 @@ struct tern_cl {
     tern_cl_arg_memo arg_memo[TERN_CL_MEMO_SLOTS];
     double wait_s;     /* host time blocked in clFinish and blocking reads (tern_cl_host_wait_s) */
     bool att_tiled;    /* attention_tiled fits the device (work-group and local memory) */
+    bool att_warps;    /* attention_warps takes decode (ATT_WARPS, and its work-group fits) */
     cl_kernel read_bw; /* bandwidth.cl: the read-bandwidth probe (cl_bandwidth.c) */
 
     /* prefill products */

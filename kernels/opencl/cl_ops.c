@@ -150,7 +150,11 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
                                 TERN_CL_ARG(counters), TERN_CL_ARG(merge_here)};
     const size_t global[3] = {(size_t)s->n_head * (size_t)cl->tune.att_wgs, (size_t)n_splits, (size_t)s->n_tokens};
     const size_t local[3] = {(size_t)cl->tune.att_wgs, 1, 1};
-    tern_cl_launch(cl, cl->attention, "attention", 22, args, 3, global, local,
+    /* attention_warps where it applies: an FP16 cache and heads up to 128 values in fours */
+    const bool warps = cl->att_warps && !s->k_q8 && !s->v_q8 && s->head_dim_k <= 128 && s->head_dim_v <= 128 &&
+                       s->head_dim_k % 4 == 0 && s->head_dim_v % 4 == 0;
+    tern_cl_launch(cl, warps ? cl->attention_warps : cl->attention, warps ? "attention_warps" : "attention", 22,
+                   args, 3, global, local,
                    (uint64_t)(s->n_tokens * keys * (s->k_width + s->v_width)) * 2 / (uint64_t)(s->n_head / s->n_head_kv));
     if (n_splits > 1 && !merge_here) {
         const tern_cl_arg margs[] = {TERN_CL_ARG(part), TERN_CL_ARG(ns), TERN_CL_ARG(nh),    TERN_CL_ARG(dv),

@@ -149,6 +149,10 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         {"ATT_SPAN_MIN", &t->att_span_min, 128, false, 1, BIG},
         /* decode attention's key rows dotted by warps (attention.cl; FP16 cache, with ATT_SHFL) */
         {"ATT_KWARP", &t->att_kwarp, 0, false, 0, 1},
+        /* decode attention by attention_warps (FP16 cache, heads up to 128): each warp's loads of
+         * q, K and V at once, no work-group reduction per chunk; off until measured on a GPU */
+        {"ATT_WARPS", &t->att_warps, 0, false, 0, 1},
+        {"ATT_WK", &t->att_wk, 16, true, 1, 32},
         /* q, k, v with their rope and KV store in one launch (SYNC): 0 to compare with the two */
         {"ROPE_FUSE", &t->rope_fuse, 1, false, 0, 1},
         /* prefill attention on tensor cores: warps of 16 queries per work-group, and a switch (0:

@@ -9,7 +9,8 @@
 #    accumulators in registers: no local-memory depot, which a loop over a register array that
 #    the compiler does not unroll puts there (a silent slowdown; its loops say #pragma unroll);
 #  - the products' mma.sync is there (matmul_mma, a function the kernels share in clang's PTX);
-#  - decode attention reduces by shfl.sync, and with ATT_KWARP=1 (added to the defaults here,
+#  - decode attention reduces by shfl.sync (attention_warps too, its scores and weights as well),
+#    and with ATT_KWARP=1 (added to the defaults here,
 #    off on GPUs until measured: the key rows' dots by warps) keeps its 32 partial dots in
 #    registers.
 # clang is not NVIDIA's compiler (its PTX is not what the driver runs), but both are LLVM and
@@ -66,6 +67,13 @@ if grep -q "shfl.sync.bfly" "$tmp/attention.ptx"; then
 else
     fail "attention (decode): no shfl.sync (ATT_SHFL with MV_SHFL)"
 fi
+# attention_warps (ATT_WARPS, off until measured): shuffles only, no barrier before the span's end
+kernel_lines attention_warps >"$tmp/attention_warps.ptx"
+if ! grep -q "shfl.sync.idx" "$tmp/attention_warps.ptx" || ! grep -q "shfl.sync.bfly" "$tmp/attention_warps.ptx"; then
+    fail "attention_warps: missing, or no shfl.sync.idx and .bfly in it"
+else
+    ok "attention_warps: the scores, maxima, sums and weights by shfl.sync"
+fi
 if grep -q "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" "$tmp/program.ptx"; then
     ok "the products' mma.sync"
 else
@@ -107,7 +115,7 @@ CL
         "llc-$ver" -mcpu=sm_80 -mattr=+ptx70 "$tmp/um.bc" -o "$tmp/unroll.ptx" 2>"$tmp/llc.log"; then
         depots=$(awk '/^\.(visible )?\.?(func|entry)/ { name = $0 } /__local_depot/ && /\.local/ { print name }' \
             "$tmp/unroll.ptx" | sed 's/^\.\(visible \)\?\.\?\(func\|entry\) *//; s/(.*//' |
-            grep -E '^(matvec[0-9a-z_]*|matmul_mma_[a-z0-9_]+|attention|attention_mma)$')
+            grep -E '^(matvec[0-9a-z_]*|matmul_mma_[a-z0-9_]+|attention|attention_mma|attention_warps)$')
         if [ -z "$depots" ]; then
             ok "INLINE=1 UNROLL=1 with the builtins: the products, the GEMM and attention keep their arrays in registers"
         else
