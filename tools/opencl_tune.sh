@@ -131,10 +131,10 @@ done
 
 # Decode attention after 512 prompt tokens, where its spans matter: the span length
 # (ATT_SPAN_MIN), warps reading the key rows (ATT_KWARP, NVIDIA's shuffles), the kernel of warps
-# (ATT_WARPS, with 16 or 32 keys a warp; its rows say attention_warps), and where its time goes
+# (ATT_WARPS, with 16 or 32 keys a warp, 8 warps a group; its rows say attention_warps), and where its time goes
 # (TERN_ATT_DIAG, results wrong on purpose: 1 no loads of K, 2 no value loop, 3 no merge).
 for o in -DATT_SPAN_MIN=32 -DATT_SPAN_MIN=64 -DATT_SPAN_MIN=128 -DATT_SPAN_MIN=256 -DATT_KWARP=1 \
-    -DATT_WARPS=1 "-DATT_WARPS=1 -DATT_WK=32" "-DATT_WARPS=1 -DATT_SPAN_MIN=64" \
+    -DATT_WARPS=1 "-DATT_WARPS=1 -DATT_WK=32" "-DATT_WARPS=1 -DATT_WGS=256" "-DATT_WARPS=1 -DATT_SPAN_MIN=64" \
     -DTERN_ATT_DIAG=1 -DTERN_ATT_DIAG=2 -DTERN_ATT_DIAG=3; do
     step "att$o" env TERN_OPENCL_OPTIONS="$o" TERN_OPENCL_PROFILE=1 \
         "$TERN" bench -m "$MODEL" --backend opencl -p 512 -n 32 -r 1
