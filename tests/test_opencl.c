@@ -743,9 +743,13 @@ static void test_kv_attention(void **state) {
      * work-group, as on devices with 32 KB of local memory; decode by attention_warps; and the
      * heads and caches that attention_warps leaves to `attention` (38 / 44 values, Q8_0), there
      * with one key group (every work-item walks all of a chunk's keys). The profile's rows say
-     * that attention_warps ran. */
+     * that attention_warps ran. Its products are int8 (the portable ones where the device's are
+     * f32), so that attention_warps writes its 8-bit output too. */
     char options[600];
-    tern_opencl_params p = with_options("-DATT_TQ=16 -DATT_KG=1 -DATT_WARPS=1", options, sizeof options);
+    const bool f32 = strcmp(tern_cl_products_name(g_cl), "f32") == 0;
+    tern_opencl_params p = with_options(f32 ? "-DATT_TQ=16 -DATT_KG=1 -DATT_WARPS=1 -DDOT8=1"
+                                            : "-DATT_TQ=16 -DATT_KG=1 -DATT_WARPS=1",
+                                        options, sizeof options);
     p.profile = true;
     log_record rec = {0};
     const tern_logger log = {record_log, &rec};

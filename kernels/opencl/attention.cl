@@ -282,12 +282,18 @@ static inline float dot_q8(local const float *q, global const uchar *k, const in
  * this work-group at out_row, also rounded to 8 bits into x8 in quantize_x8's layout for rows of
  * n_head * dv (one per token, n_tokens of them), so the product that reads it (the o-projection)
  * needs no quantize_x8 launch. quantize_block32 gives the bytes that launch would have. */
+static inline global uchar *head_x8_at(const int h, const int t, const int n_tokens, const int n_head,
+                                       const int dv, global uchar *x8, global half **scales) {
+    const size_t width = (size_t)n_head * (size_t)dv;
+    *scales = (global half *)(x8 + (size_t)n_tokens * width) + (size_t)t * (width / 32) + (size_t)h * (size_t)(dv / 32);
+    return x8 + (size_t)t * width + (size_t)h * (size_t)dv;
+}
+
 static inline void head_x8(global const float *out_row, const int h, const int t, const int n_tokens,
                            const int n_head, const int dv, global uchar *x8) {
-    const size_t width = (size_t)n_head * (size_t)dv;
-    group_x8(out_row, dv, x8 + (size_t)t * width + (size_t)h * (size_t)dv,
-             (global half *)(x8 + (size_t)n_tokens * width) + (size_t)t * (width / 32) +
-                 (size_t)h * (size_t)(dv / 32));
+    global half *scales;
+    global uchar *levels = head_x8_at(h, t, n_tokens, n_head, dv, x8, &scales);
+    group_x8(out_row, dv, levels, scales);
 }
 
 /* The work-group's maximum (is_max) or sum of v, in every work-item; red holds ATT_WGS floats.
@@ -608,6 +614,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_warps
     const float softcap, const int k_q8, const int v_q8, volatile global uint *merge_count, const int merge_count_on) {
     local float x[ATT_WGS], red[ATT_WGS]; /* the shuffles without ATT_SHFL; the merge */
     local float wacc[ATT_WARPS_N * 128], wml[2 * ATT_WARPS_N]; /* each warp's output, m and l */
+    local float fin[128];                                      /* the output, one span */
     local int last;
     const int h = get_group_id(0), split = get_group_id(1), n_splits = get_num_groups(1);
     const int t = get_group_id(2), lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
@@ -676,10 +683,23 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_warps
         for (int w = 0; w < ATT_WARPS_N; w++)
             a = mad(ew[w], wacc[w * 128 + e], a);
         dst[e] = a * inv;
+        fin[e] = a * inv;
     }
     if (n_splits == 1) {
-        if (use_x8)
-            head_x8(dst, h, t, get_num_groups(2), n_head, dv, x8);
+        /* the 8-bit output from the values in local memory (head_x8's bytes without reading the
+         * output back from global memory) */
+        if (use_x8) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            global half *scales;
+            global uchar *levels = head_x8_at(h, t, get_num_groups(2), n_head, dv, x8, &scales);
+            for (int b = lid; b < dv / 32; b += ATT_WGS) {
+                float4 v[8];
+                for (int i = 0; i < 8; i++)
+                    v[i] = vload4(i, fin + 32 * b);
+                int sum;
+                vstore_half(round_values32(v, (global char4 *)(levels + 32 * b), &sum), (size_t)b, scales);
+            }
+        }
         return;
     }
     if (lid == 0) { /* an empty span (a short query's range ends before it): m = -inf, l = 0 */

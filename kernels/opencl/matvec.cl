@@ -256,14 +256,11 @@ static inline char4 x8_levels(const float4 v, const float id) {
     return convert_char4_sat(round(v * id));
 }
 
-/* 32 floats at src rounded to 8 bits as quant/'s Q8_0 rounds them (d = max |x| / 127; levels
- * round(x / d), saturated): the levels to dst, their sum to *sum; returns d. */
-static inline float round_block32(global const float *src, global char4 *dst, int *sum) {
-    global const float4 *v4 = (global const float4 *)src;
-    float4 v[8];
+/* 32 values (v, in registers) rounded to 8 bits as quant/'s Q8_0 rounds them (d = max |x| / 127;
+ * levels round(x / d), saturated): the levels to dst, their sum to *sum; returns d. */
+static inline float round_values32(const float4 *v, global char4 *dst, int *sum) {
     float amax = 0.0f;
     for (int i = 0; i < 8; i++) {
-        v[i] = v4[i];
         const float4 a = fabs(v[i]);
         amax = fmax(amax, fmax(fmax(a.x, a.y), fmax(a.z, a.w)));
     }
@@ -277,6 +274,15 @@ static inline float round_block32(global const float *src, global char4 *dst, in
     }
     *sum = (levels.x + levels.y) + (levels.z + levels.w);
     return d;
+}
+
+/* The same for the 32 floats at src. */
+static inline float round_block32(global const float *src, global char4 *dst, int *sum) {
+    global const float4 *v4 = (global const float4 *)src;
+    float4 v[8];
+    for (int i = 0; i < 8; i++)
+        v[i] = v4[i];
+    return round_values32(v, dst, sum);
 }
 
 /* Block b (32 floats at src + 32 b) of a row rounded to 8 bits (round_block32): its levels at
