@@ -278,10 +278,8 @@ static inline float dot_q8(local const float *q, global const uchar *k, const in
     return s;
 }
 
-/* With use_x8 (decode with int8 products, dv a multiple of 32): the head's output, written by
- * this work-group at out_row, also rounded to 8 bits into x8 in quantize_x8's layout for rows of
- * n_head * dv (one per token, n_tokens of them), so the product that reads it (the o-projection)
- * needs no quantize_x8 launch. quantize_block32 gives the bytes that launch would have. */
+/* Where head h of token t goes in quantize_x8's layout for rows of n_head * dv (n_tokens rows):
+ * its levels (returned) and its scales (*scales). */
 static inline global uchar *head_x8_at(const int h, const int t, const int n_tokens, const int n_head,
                                        const int dv, global uchar *x8, global half **scales) {
     const size_t width = (size_t)n_head * (size_t)dv;
@@ -289,6 +287,10 @@ static inline global uchar *head_x8_at(const int h, const int t, const int n_tok
     return x8 + (size_t)t * width + (size_t)h * (size_t)dv;
 }
 
+/* With use_x8 (decode with int8 products, dv a multiple of 32): the head's output, written by
+ * this work-group at out_row, also rounded to 8 bits into x8 in quantize_x8's layout for rows of
+ * n_head * dv (one per token, n_tokens of them), so the product that reads it (the o-projection)
+ * needs no quantize_x8 launch. quantize_block32 gives the bytes that launch would have. */
 static inline void head_x8(global const float *out_row, const int h, const int t, const int n_tokens,
                            const int n_head, const int dv, global uchar *x8) {
     global half *scales;

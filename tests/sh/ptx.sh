@@ -67,7 +67,7 @@ if grep -q "shfl.sync.bfly" "$tmp/attention.ptx"; then
 else
     fail "attention (decode): no shfl.sync (ATT_SHFL with MV_SHFL)"
 fi
-# attention_warps (ATT_WARPS, off until measured): shuffles only, no barrier before the span's end
+# attention_warps (ATT_WARPS, off until measured): its scores, maxima, sums and weights by shuffles
 kernel_lines attention_warps >"$tmp/attention_warps.ptx"
 if ! grep -q "shfl.sync.idx" "$tmp/attention_warps.ptx" || ! grep -q "shfl.sync.bfly" "$tmp/attention_warps.ptx"; then
     fail "attention_warps: missing, or no shfl.sync.idx and .bfly in it"
