@@ -1075,13 +1075,23 @@ static bool find_entry(const char *dir, char *path, size_t cap) {
     return found;
 }
 
+/* With CACHE_BINARY=1 (the default but on CPU devices, where it is 0: PoCL would compile every
+ * kernel to give the binary): stored, loaded, and corrupt, truncated or unwritable entries
+ * survived; with 0 nothing is stored. */
 static void test_program_cache(void **state) {
     (void)state;
-    char sub[320], entry[600];
+    char sub[320], entry[600], options[400];
     snprintf(sub, sizeof sub, "%s/cache-test/tern", g_cache); /* made by the first store */
-    tern_opencl_params p = g_params;
+    tern_opencl_params p = with_options("-DCACHE_BINARY=0", options, sizeof options);
     p.cache_dir = sub;
-    tern_cl *cl = open_with(&p); /* first: built, then stored */
+    tern_cl *cl = open_with(&p);
+    assert_non_null(strstr(tern_cl_program_origin(cl), "its binary not cached: CACHE_BINARY=0"));
+    tern_cl_free(cl);
+    assert_false(find_entry(sub, entry, sizeof entry));
+
+    p = with_options("-DCACHE_BINARY=1", options, sizeof options);
+    p.cache_dir = sub;
+    cl = open_with(&p); /* first: built, then stored */
     assert_non_null(strstr(tern_cl_program_origin(cl), "built"));
     tern_cl_free(cl);
     assert_true(find_entry(sub, entry, sizeof entry));
@@ -1244,7 +1254,7 @@ static void test_tunables_table(void **state) {
     assert_string_equal(rows, "nvidia-gpu");
     const char *nv_wants[] = {" -DMV_SHFL=1 ", " -DDOT8=2 ", " -DMM_TN=128 ", " -DSYNC=2 ",
                               " -DRES_MAX=2048 ", " -DMMA=2 ", " -DINLINE=1 ", " -DMMA_I8=1 ",
-                              " -DATT_KWARP=1 "};
+                              " -DATT_KWARP=1 ", " -DATT_WARPS=1 ", " -DCACHE_BINARY=1 "};
     for (size_t i = 0; i < sizeof nv_wants / sizeof nv_wants[0]; i++)
         if (!strstr(defines, nv_wants[i]))
             fail_msg("H100: no%s in%s", nv_wants[i], defines);
@@ -1282,6 +1292,7 @@ static void test_tunables_table(void **state) {
     assert_non_null(strstr(defines, " -DSYNC=1 "));
     assert_non_null(strstr(defines, " -DINLINE=0 "));
     assert_non_null(strstr(defines, " -DDOT8=0 "));
+    assert_non_null(strstr(defines, " -DCACHE_BINARY=0 "));
 }
 
 /* Forced on: the kernel (mma.sync on NVIDIA, the portable emulation elsewhere) passes its

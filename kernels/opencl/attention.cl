@@ -215,7 +215,62 @@ static inline float dot_f16(local const float *q, global const half *k, const in
     return s;
 }
 
-/* ATT_KWARP 1 (with ATT_SHFL; off until measured on a GPU): the scores of an FP16 cache with the
+#if ATT_SHFL && MV_SHFL && ATT_WGS % 32 == 0
+/* v of lane `from` of this warp */
+static inline float shfl_idx(const float v, const int from) {
+    uint t;
+    asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(t) : "r"(as_uint(v)), "r"(from));
+    return as_float(t);
+}
+#define LANES_XOR(v, o, x) shfl_xor(v, o)
+#define LANES_GET(v, from, x) shfl_idx(v, from)
+#define LANES_MAX(v, x) warp_max(v)
+#define LANES_SUM(v, x) warp_sum(v)
+#else
+/* v of lane `from` of this work-item's warp (32 consecutive work-items), through x (ATT_WGS
+ * floats); every work-item of the group calls it */
+static inline float lanes_swap(const float v, const int from, local float *x) {
+    const int lid = get_local_id(0);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last swap's reads are done */
+    x[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return x[lid - lid % 32 + from];
+}
+#define LANES_XOR(v, o, x) lanes_swap(v, (int)(get_local_id(0) % 32) ^ (o), x)
+#define LANES_GET(v, from, x) lanes_swap(v, from, x)
+static inline float lanes_reduce(float v, local float *x, const bool is_max) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float w = LANES_XOR(v, o, x);
+        v = is_max ? fmax(v, w) : v + w;
+    }
+    return v;
+}
+#define LANES_MAX(v, x) lanes_reduce(v, x, true)
+#define LANES_SUM(v, x) lanes_reduce(v, x, false)
+#endif
+
+/* The transposing butterfly: lane i of a warp holds its part v[k] of the sums of n keys (n a
+ * power of two up to 32); after it, v[0] of lane i is the whole sum of key i % n over the lanes
+ * that are equal modulo n (n - 1 shuffles, each halving the keys a lane carries). At step o, lanes
+ * with bit o keep the upper half of their keys, the others the lower; each adds its partner's part
+ * of the keys it keeps. The halves are picked by a mask, not by `upper ? v[k] : v[k + o]`, which
+ * compilers may turn into a load from a picked address and so put v in memory. n must be a
+ * constant where this is inlined (v stays in registers); every lane of the warp calls it. */
+static inline void lanes_transpose_sums(float *v, const int n, local float *x) {
+    const int lane = get_local_id(0) % 32;
+#pragma unroll
+    for (int o = n / 2; o >= 1; o >>= 1) {
+        const uint up = (lane & o) ? 0xffffffffu : 0u;
+#pragma unroll
+        for (int k = 0; k < o; k++) {
+            const uint lo = as_uint(v[k]), hi = as_uint(v[k + o]);
+            const float send = as_float((lo & up) | (hi & ~up)), keep = as_float((hi & up) | (lo & ~up));
+            v[k] = keep + LANES_XOR(send, o, x);
+        }
+    }
+}
+
+/* ATT_KWARP 1 (with ATT_SHFL; NVIDIA's default, for what attention_warps does not take): the scores of an FP16 cache with the
  * lanes of a warp splitting each key row's dimensions (4 each), so that a warp's load of a row is
  * one coalesced read of its 256 bytes, where dot_f16's work-item per key has a warp touch 32 rows
  * 8 bytes at a time. Each lane sums its part of the warp's 32 keys, and a transposing butterfly
@@ -240,20 +295,7 @@ static inline float warp_key_dots(const float4 q0, const float4 q1, global const
         const float d = dot(q0, vload_half4(0, row + at0)) + dot(q1, vload_half4(0, row + at1));
         v[k] = k0 + k < kn ? d : 0.0f;
     }
-    /* step o: lanes with bit o keep the upper half of their keys, the others the lower; each
-     * adds its partner's part of the keys it keeps. Lane i ends with key i's sum in v[0]. The
-     * halves are picked by a mask, not by `upper ? v[k] : v[k + o]`, which compilers may turn
-     * into a load from a picked address and so put v in memory. */
-#pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) {
-        const uint up = (lane & o) ? 0xffffffffu : 0u;
-#pragma unroll
-        for (int k = 0; k < o; k++) {
-            const uint lo = as_uint(v[k]), hi = as_uint(v[k + o]);
-            const float send = as_float((lo & up) | (hi & ~up)), keep = as_float((hi & up) | (lo & ~up));
-            v[k] = keep + shfl_xor(send, o);
-        }
-    }
+    lanes_transpose_sums(v, 32, NULL); /* shuffles: no local memory */
     return v[0];
 }
 #else
@@ -540,7 +582,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge
  * reductions, and they come in steps of ATT_V_STEP keys. Here warp w of the group takes keys
  * c0 + w ATT_WK .. c0 + (w + 1) ATT_WK - 1 of each chunk, and lane i loads dimensions 4i..4i+3 of
  * q and of those keys' K and V rows all at once (one coalesced read of a row per warp, one trip
- * to memory per chunk); the transposing butterfly (see warp_key_dots) leaves lane j with key j's
+ * to memory per chunk); the transposing butterfly (lanes_transpose_sums) leaves lane j with key j's
  * score, and each warp keeps its own online softmax (m, l and its lanes' four output dimensions)
  * by shuffles alone. The warps meet once, at the span's end, through local memory: each span
  * gives what `attention`'s gives (its output, or its unnormalized output, m and l for the same
@@ -554,55 +596,12 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_merge
 #define ATT_WK 16
 #endif
 #define ATT_WARPS_N (ATT_WGS / 32)
-#if ATT_SHFL && MV_SHFL && ATT_WGS % 32 == 0
-/* v of lane `from` of this warp */
-static inline float shfl_idx(const float v, const int from) {
-    uint t;
-    asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(t) : "r"(as_uint(v)), "r"(from));
-    return as_float(t);
-}
-#define LANES_XOR(v, o, x) shfl_xor(v, o)
-#define LANES_GET(v, from, x) shfl_idx(v, from)
-#define LANES_MAX(v, x) warp_max(v)
-#define LANES_SUM(v, x) warp_sum(v)
-#else
-/* v of lane `from` of this work-item's warp (32 consecutive work-items), through x (ATT_WGS
- * floats); every work-item of the group calls it */
-static inline float lanes_swap(const float v, const int from, local float *x) {
-    const int lid = get_local_id(0);
-    barrier(CLK_LOCAL_MEM_FENCE); /* the last swap's reads are done */
-    x[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return x[lid - lid % 32 + from];
-}
-#define LANES_XOR(v, o, x) lanes_swap(v, (int)(get_local_id(0) % 32) ^ (o), x)
-#define LANES_GET(v, from, x) lanes_swap(v, from, x)
-static inline float lanes_reduce(float v, local float *x, const bool is_max) {
-    for (int o = 16; o > 0; o >>= 1) {
-        const float w = LANES_XOR(v, o, x);
-        v = is_max ? fmax(v, w) : v + w;
-    }
-    return v;
-}
-#define LANES_MAX(v, x) lanes_reduce(v, x, true)
-#define LANES_SUM(v, x) lanes_reduce(v, x, false)
-#endif
 
 /* d[k]: this lane's part of key k's dot (k < ATT_WK). Returns the dot of key lane % ATT_WK: the
- * transposing butterfly over the lanes ATT_WK / 2 .. 1 apart, then the lanes ATT_WK .. 16 apart
- * added (they hold the same keys' other dimensions). */
+ * transposing butterfly over ATT_WK keys, then the lanes ATT_WK .. 16 apart added (they hold the
+ * same keys' other dimensions). */
 static inline float lanes_key_dots(float *d, local float *x) {
-    const int lane = get_local_id(0) % 32;
-#pragma unroll
-    for (int o = ATT_WK / 2; o >= 1; o >>= 1) {
-        const uint up = (lane & o) ? 0xffffffffu : 0u; /* a mask, not a select: see warp_key_dots */
-#pragma unroll
-        for (int k = 0; k < o; k++) {
-            const uint lo = as_uint(d[k]), hi = as_uint(d[k + o]);
-            const float send = as_float((lo & up) | (hi & ~up)), keep = as_float((hi & up) | (lo & ~up));
-            d[k] = keep + LANES_XOR(send, o, x);
-        }
-    }
+    lanes_transpose_sums(d, ATT_WK, x);
     float s = d[0];
     for (int o = ATT_WK; o < 32; o <<= 1)
         s += LANES_XOR(s, o, x);

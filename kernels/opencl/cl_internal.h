@@ -83,6 +83,7 @@ typedef struct tern_cl_tunables {
     int inline_typed; /* common.cl's INLINE: functions taking a weight type inlined into every kernel */
     int unroll;       /* common.cl's UNROLL: loops over register arrays say #pragma unroll */
     int flush;        /* clFlush after every this many launches (host only; 0: only blocking calls submit) */
+    int cache_binary; /* the program binary stored in the program cache (host only) */
 } tern_cl_tunables;
 
 /* A buffer of activations rounded for the tensor-core products: buf holds `of` (m rows of k), or
@@ -240,6 +241,9 @@ bool tern_cl_attention_mma_fits(const tern_cl_attn_shape *s);
 static inline bool tern_cl_nvidia_gpu(const tern_cl_device_info *d) {
     return d->is_gpu && strstr(d->vendor, "NVIDIA") != NULL;
 }
+
+/* mkdir -p of the directory part of path (the program cache's entries and verdicts). */
+void tern_cl_make_parents(const char *path);
 
 /* ---- the tunables table (cl_tune_table.c) ---- */
 

@@ -150,7 +150,7 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         /* decode attention's key rows dotted by warps (attention.cl; FP16 cache, with ATT_SHFL) */
         {"ATT_KWARP", &t->att_kwarp, 0, false, 0, 1},
         /* decode attention by attention_warps (FP16 cache, heads up to 128): each warp's loads of
-         * q, K and V at once, no work-group reduction per chunk; off until measured on a GPU */
+         * q, K and V at once, no work-group reduction per chunk (the table's rows turn it on) */
         {"ATT_WARPS", &t->att_warps, 0, false, 0, 1},
         {"ATT_WK", &t->att_wk, 16, true, 1, 32},
         /* q, k, v with their rope and KV store in one launch (SYNC): 0 to compare with the two */
@@ -167,6 +167,10 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         /* submit the queue every FLUSH launches, so the device starts on a token's first layers
          * while the host enqueues the rest (0: the token's blocking read submits it all) */
         {"FLUSH", &t->flush, 0, false, 0, BIG},
+        /* the program binary stored in the cache (0: the build only, the mma verdicts still
+         * cached): asking PoCL for the binary compiles every kernel of the program, where a
+         * context uses a few of them and PoCL keeps its own cache of those it compiled */
+        {"CACHE_BINARY", &t->cache_binary, 1, false, 0, 1},
     };
     enum { N_TUNABLES = sizeof list / sizeof list[0] };
     const char *names[N_TUNABLES], *row = NULL;
@@ -251,8 +255,7 @@ static bool cache_path(const char *dir, uint64_t key_hash, char *out, size_t cap
     return snprintf(out, cap, "%s/opencl-%016llx.bin", dir, (unsigned long long)key_hash) < (int)cap;
 }
 
-/* mkdir -p of the directory part of path. */
-static void make_parents(const char *path) {
+void tern_cl_make_parents(const char *path) {
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s", path);
     for (char *p = tmp + 1; *p; p++) {
@@ -292,7 +295,7 @@ static unsigned char *cache_load(const char *path, const char *key, size_t *size
 static void cache_store(const char *path, const char *key, const unsigned char *bin, size_t size) {
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    make_parents(path);
+    tern_cl_make_parents(path);
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return;
@@ -412,8 +415,11 @@ static tern_status build_program(tern_cl *cl, const tern_opencl_params *p, build
         drop_program(cl);
         return st;
     }
-    snprintf(cl->origin, sizeof cl->origin, "built from source%s", cacheable ? "" : " (no cache directory)");
-    if (cacheable && (bin = program_binary(cl, &bin_size)) != NULL) {
+    snprintf(cl->origin, sizeof cl->origin, "built from source%s",
+             !cacheable               ? " (no cache directory)"
+             : !cl->tune.cache_binary ? " (its binary not cached: CACHE_BINARY=0)"
+                                      : "");
+    if (cacheable && cl->tune.cache_binary && (bin = program_binary(cl, &bin_size)) != NULL) {
         cache_store(path, key, bin, bin_size);
         free(bin);
     }

@@ -10,9 +10,7 @@
 #    the compiler does not unroll puts there (a silent slowdown; its loops say #pragma unroll);
 #  - the products' mma.sync is there (matmul_mma, a function the kernels share in clang's PTX);
 #  - decode attention reduces by shfl.sync (attention_warps too, its scores and weights as well),
-#    and with ATT_KWARP=1 (added to the defaults here,
-#    off on GPUs until measured: the key rows' dots by warps) keeps its 32 partial dots in
-#    registers.
+#    and with ATT_KWARP=1 (the key rows' dots by warps) keeps its 32 partial dots in registers.
 # clang is not NVIDIA's compiler (its PTX is not what the driver runs), but both are LLVM and
 # unroll the same constant loops. Without clang's NVPTX target it says SKIP loudly and exits 0.
 set -u
@@ -26,7 +24,7 @@ fi
 files=$(sed -n '/^OPENCL_CL *:=/,/[^\\]$/p' kernels/opencl/gen.mk | sed 's/^OPENCL_CL *:=//; s/\\//g' | tr -s ' \n' ' ')
 cat $files >"$tmp/program.cl"
 defaults="-DDOT8=2 -DMV_SHFL=1 -DSYNC=2 -DMMA=2 -DMV_WGS=64 -DMV_ROWS=4 -DMM_TN=128 -DMM_TM=128 -DMM_WN=8 -DMM_WM=8
-          -DNORM_WGS=256 -DEW_WGS=64 -DATT_WGS=128 -DATT_KG=4 -DATT_KWARP=1 -DATT_MAX_D=256 -DATT_TQ=32
+          -DNORM_WGS=256 -DEW_WGS=64 -DATT_WGS=128 -DATT_KG=4 -DATT_KWARP=1 -DATT_WARPS=1 -DATT_MAX_D=256 -DATT_TQ=32
           -DMMA_TN=128 -DMMA_TM=64 -DMMA_WN=32 -DMMA_WM=32 -DFA_WARPS=4 -DINLINE=1 -DUNROLL=1"
 # OpenCL C has no `asm` keyword in clang; NVIDIA's compiler takes it as GNU C does
 cc1="clang -cc1 -triple nvptx64-nvidia-nvcl -cl-std=CL1.2 -finclude-default-header -I. -Dasm=__asm__ -O3"
@@ -67,7 +65,7 @@ if grep -q "shfl.sync.bfly" "$tmp/attention.ptx"; then
 else
     fail "attention (decode): no shfl.sync (ATT_SHFL with MV_SHFL)"
 fi
-# attention_warps (ATT_WARPS, off until measured): its scores, maxima, sums and weights by shuffles
+# attention_warps (ATT_WARPS): its scores, maxima, sums and weights by shuffles
 kernel_lines attention_warps >"$tmp/attention_warps.ptx"
 if ! grep -q "shfl.sync.idx" "$tmp/attention_warps.ptx" || ! grep -q "shfl.sync.bfly" "$tmp/attention_warps.ptx"; then
     fail "attention_warps: missing, or no shfl.sync.idx and .bfly in it"
