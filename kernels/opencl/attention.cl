@@ -270,11 +270,12 @@ static inline void lanes_transpose_sums(float *v, const int n, local float *x) {
     }
 }
 
-/* ATT_KWARP 1 (with ATT_SHFL; NVIDIA's default, for what attention_warps does not take): the scores of an FP16 cache with the
- * lanes of a warp splitting each key row's dimensions (4 each), so that a warp's load of a row is
- * one coalesced read of its 256 bytes, where dot_f16's work-item per key has a warp touch 32 rows
- * 8 bytes at a time. Each lane sums its part of the warp's 32 keys, and a transposing butterfly
- * (31 shuffles) leaves lane i with key i's dot: the same key per work-item as dot_f16. */
+/* ATT_KWARP 1 (with ATT_SHFL; NVIDIA's default, for what attention_warps does not take): the
+ * scores of an FP16 cache with the lanes of a warp splitting each key row's dimensions (4 each),
+ * so that a warp's load of a row is one coalesced read of its 256 bytes, where dot_f16's
+ * work-item per key has a warp touch 32 rows 8 bytes at a time. Each lane sums its part of the
+ * warp's 32 keys, and a transposing butterfly (31 shuffles) leaves lane i with key i's dot: the
+ * same key per work-item as dot_f16. */
 #ifndef ATT_KWARP
 #define ATT_KWARP 0
 #endif

@@ -154,7 +154,7 @@ static void verdict_store(const tern_cl *cl, bool passed, bool att_passed) {
     if (!verdict_path(cl, path, sizeof path))
         return;
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    tern_cl_make_parents(path); /* the program's binary, stored first, may not be (CACHE_BINARY) */
+    tern_cl_make_parents(path); /* with CACHE_BINARY=0 no binary made the directory before */
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return;

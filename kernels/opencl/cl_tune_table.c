@@ -27,17 +27,17 @@ static const tune_row rows[] = {
     /* CPU devices (PoCL, where CI runs the kernels): the last work-group's next op ordered by
      * mem_fence; no forced inlining or unrolling (a stack array is cheap there, and the larger
      * program is slower to compile); no program binary in tern's cache (PoCL compiles each
-     * kernel at its first launch and caches it; the binary would have it compile all ~85: a
-     * first start of 2 minutes instead of 13 s on a 2-core guest, docs/opencl.md) */
+     * kernel at its first launch and caches it; giving the binary would have it compile all of
+     * them first: docs/opencl.md, the program cache) */
     {"cpu-device", NULL, NULL, NULL, 0, 0, 0, "-DSYNC=1 -DINLINE=0 -DUNROLL=0 -DCACHE_BINARY=0"},
     /* NVIDIA GPUs, measured on H100 and H200: int8 decode products with dp4a (f32 products are
      * bound by the integer instructions that turn levels into floats), sums by warp shuffles,
      * 128 x 128 prefill tiles of 8 x 8 a work-item, the last work-group's steps behind PTX's
      * fence, and matvec_res's residual tail up to 2048 wide (at 4096 its one-group tail took
      * longer than the add_rmsnorm launch it saves), the Q4_K prefill product on int8 tensor
-     * cores, decode attention by attention_warps (heads up to 128 over an FP16 cache: 7B decode
-     * 9-10 % faster on an H100) and elsewhere its key rows read by warps (all faster on an H100,
-     * checked there by the attention tests and golden logits: docs/benchmarks.md) */
+     * cores, decode attention by attention_warps (heads up to 128 over an FP16 cache) and
+     * elsewhere its key rows read by warps (all faster on an H100, checked there by the attention
+     * tests and golden logits: docs/benchmarks.md) */
     {"nvidia-gpu", "NVIDIA", NULL, NULL, 1, 256, 32768,
      "-DMV_SHFL=1 -DDOT8=2 -DMM_TN=128 -DMM_TM=128 -DMM_WN=8 -DMM_WM=8 -DSYNC=2 -DRES_MAX=2048 -DMMA_I8=1 "
      "-DATT_KWARP=1 -DATT_WARPS=1"},
