@@ -499,3 +499,53 @@ static inline bool arrive_last(volatile global uint *counter, const uint count, 
         device_fence();
     return last;
 }
+
+/* ---- the next product's weights on their way to the cache ----
+ * A decode token's launches alternate between products, which stream their weights from memory,
+ * and short steps (norms, attention; the gap between two launches) during which memory idles.
+ * PREFETCH (a tunable) has a launch start the next product's weights toward the device's L2 cache
+ * (the host names them: tern_cl_prefetch), so that product reads from the cache what would have
+ * waited for memory: 0 no, 1 OpenCL's prefetch(), 2 PTX's prefetch.global.L2 (NVIDIA), 3 the same
+ * marked to stay in L2 before other lines (evict_last, compute capability 8.0 on), 4 PF_STEP bytes
+ * per instruction (cp.async.bulk.prefetch, compute capability 9.0 on). A hint:
+ * nothing is written and nothing waits for it. The kernels that may carry it end their arguments
+ * with PF_ARGS: two byte ranges (a pointer, its length; length 0 where there is none). */
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
+/* bytes between two prefetches of one work-item's share: one cache line each */
+#ifndef PF_STEP
+#define PF_STEP 128
+#endif
+#define PF_ARGS global const uchar *pf_a, const ulong pf_a_bytes, global const uchar *pf_b, const ulong pf_b_bytes
+
+/* This work-item's share of [p, p + bytes): every PF_STEP-th byte, spread over the launch. */
+static inline void prefetch_share(global const uchar *p, const ulong bytes) {
+#if PREFETCH
+    const ulong items = (ulong)get_local_size(0) * get_num_groups(0) * get_num_groups(1) * get_num_groups(2);
+    const ulong group = ((ulong)get_group_id(2) * get_num_groups(1) + get_group_id(1)) * get_num_groups(0) +
+                        get_group_id(0);
+    for (ulong at = (group * get_local_size(0) + get_local_id(0)) * PF_STEP; at < bytes; at += items * PF_STEP) {
+#if PREFETCH == 2
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + at));
+#elif PREFETCH == 3
+        asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p + at));
+#elif PREFETCH == 4
+        /* PF_STEP bytes at once (a multiple of 16, as the ranges' starts are) */
+        const uint size = (uint)min((ulong)PF_STEP, bytes - at) & ~15u;
+        if (size)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + at), "r"(size));
+#else
+        prefetch(p + at, 1);
+#endif
+    }
+#endif
+}
+
+/* The launch's prefetch (PF_ARGS), this work-item's share. */
+static inline void prefetch_next(global const uchar *pf_a, const ulong pf_a_bytes, global const uchar *pf_b,
+                                 const ulong pf_b_bytes) {
+    prefetch_share(pf_a, pf_a_bytes);
+    prefetch_share(pf_b, pf_b_bytes);
+}
+#define PF_PASS pf_a, pf_a_bytes, pf_b, pf_b_bytes
