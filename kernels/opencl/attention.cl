@@ -469,7 +469,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     const int first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
     const int lo = first + split * span, hi = min(pos + 1, lo + span); /* keys lo..hi-1 */
     const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
-    prefetch_launch(PF_PASS); /* memory has little else to do: a short cache, or a few spans' worth */
+    prefetch_next(PF_PASS); /* memory idles while attention reads its short cache */
     for (int d = lid; d < ATT_QL; d += ATT_WGS) /* zeros past dk: dot_f16's steps past the row */
         ql[d] = d < dk ? q[qrow * (size_t)dk + d] : 0.0f;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -627,7 +627,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_warps
     const int first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
     const int lo = first + split * span, hi = min(pos + 1, lo + span); /* keys lo..hi-1 */
     const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
-    prefetch_launch(PF_PASS); /* memory has little else to do: a short cache, or a few spans' worth */
+    prefetch_next(PF_PASS); /* memory idles while attention reads its short cache */
     /* this lane's four dimensions; lanes past the head read dimension 0 again, q zero there */
     const int kd = 4 * lane < dk ? 4 * lane : 0, vd = 4 * lane < dv ? 4 * lane : 0;
     const float4 q4 = 4 * lane < dk ? vload4(0, q + qrow * (size_t)dk + (size_t)kd) : 0.0f;

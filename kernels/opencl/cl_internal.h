@@ -87,7 +87,6 @@ typedef struct tern_cl_tunables {
     int prefetch;     /* common.cl's PREFETCH: launches start the next product's weights toward L2 */
     int pf_max_mb;    /* the most of each named weight a launch prefetches, MiB (host only) */
     int pf_step;      /* common.cl's PF_STEP: bytes between a work-item's prefetches (kernel only) */
-    int pf_groups;    /* the work-groups add_rmsnorm adds to prefetch (host only) */
 } tern_cl_tunables;
 
 /* A buffer of activations rounded for the tensor-core products: buf holds `of` (m rows of k), or

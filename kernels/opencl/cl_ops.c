@@ -27,14 +27,13 @@ void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem bw, float scale, cl_mem y
     const cl_int n = (cl_int)width, use_bw = bw != NULL;
     /* the 8-bit output is rounded by blocks of 8 work-items' float4s (ops.cl) */
     cl_mem x8 = cl->tune.norm_wgs >= 8 ? tern_cl_x8_for(cl, width, n_rows) : NULL;
-    const cl_int use_x8 = x8 != NULL, rows = (cl_int)n_rows;
+    const cl_int use_x8 = x8 != NULL;
     const tern_cl_arg args[] = {TERN_CL_ARG(y),   TERN_CL_ARG(t),   TERN_CL_ARG(w),      TERN_CL_ARG(n),
                                 TERN_CL_ARG(eps), TERN_CL_ARG(out), TERN_CL_ARG(x8),     TERN_CL_ARG(use_x8),
-                                TERN_CL_ARG(scale), TERN_CL_ARG(bw), TERN_CL_ARG(use_bw), TERN_CL_ARG(rows)};
-    /* with a prefetch, groups of its own after the rows' (one group would issue it too slowly) */
-    const size_t groups = (size_t)n_rows + (cl->pf_bytes[0] + cl->pf_bytes[1] ? (size_t)cl->tune.pf_groups : 0);
-    const size_t global[1] = {groups * (size_t)cl->tune.norm_wgs}, local[1] = {(size_t)cl->tune.norm_wgs};
-    tern_cl_launch_pf(cl, cl->add_rmsnorm, "add_rmsnorm", 12, args, 1, global, local,
+                                TERN_CL_ARG(scale), TERN_CL_ARG(bw), TERN_CL_ARG(use_bw)};
+    const size_t global[1] = {(size_t)n_rows * (size_t)cl->tune.norm_wgs},
+                 local[1] = {(size_t)cl->tune.norm_wgs};
+    tern_cl_launch_pf(cl, cl->add_rmsnorm, "add_rmsnorm", 11, args, 1, global, local,
                       (uint64_t)(width * n_rows) * (use_bw ? 20 : 16));
     if (x8)
         tern_cl_x8_holds(cl, out, width, n_rows);

@@ -503,15 +503,13 @@ static inline bool arrive_last(volatile global uint *counter, const uint count, 
 /* ---- the next product's weights on their way to the cache ----
  * A decode token's launches alternate between products, which stream their weights from memory,
  * and short steps (norms, attention; the gap between two launches) during which memory idles.
- * PREFETCH (a tunable) has those steps start the next product's weights toward the device's L2
- * cache (the host names them: tern_cl_prefetch), so that the product reads from the cache what
- * would have waited for memory: 0 no, 1 OpenCL's prefetch(), 2 PTX's prefetch.global.L2 (NVIDIA),
- * 3 the same marked to stay in L2 before other lines (evict_last, compute capability 8.0 on), 4
- * PF_STEP bytes per instruction (cp.async.bulk.prefetch, compute capability 9.0 on). A hint:
- * nothing is written and nothing waits for it. The kernels that carry it end their arguments
- * with PF_ARGS: two byte ranges (a pointer, its length; length 0 where there is none). The
- * prefetches go out over many work-groups: a compute unit issues about one line a cycle, so one
- * work-group alone would take longer to ask for 32 MB than memory takes to bring it. */
+ * PREFETCH (a tunable) has a launch start the next product's weights toward the device's L2 cache
+ * (the host names them: tern_cl_prefetch), so that product reads from the cache what would have
+ * waited for memory: 0 no, 1 OpenCL's prefetch(), 2 PTX's prefetch.global.L2 (NVIDIA), 3 the same
+ * marked to stay in L2 before other lines (evict_last, compute capability 8.0 on), 4 PF_STEP bytes
+ * per instruction (cp.async.bulk.prefetch, compute capability 9.0 on). A hint:
+ * nothing is written and nothing waits for it. The kernels that may carry it end their arguments
+ * with PF_ARGS: two byte ranges (a pointer, its length; length 0 where there is none). */
 #ifndef PREFETCH
 #define PREFETCH 0
 #endif
@@ -520,12 +518,14 @@ static inline bool arrive_last(volatile global uint *counter, const uint count, 
 #define PF_STEP 128
 #endif
 #define PF_ARGS global const uchar *pf_a, const ulong pf_a_bytes, global const uchar *pf_b, const ulong pf_b_bytes
-#define PF_PASS pf_a, pf_a_bytes, pf_b, pf_b_bytes
 
-/* Work-item `item` of `items`' share of [p, p + bytes): every PF_STEP-th byte. */
-static inline void prefetch_part(global const uchar *p, const ulong bytes, const ulong item, const ulong items) {
+/* This work-item's share of [p, p + bytes): every PF_STEP-th byte, spread over the launch. */
+static inline void prefetch_share(global const uchar *p, const ulong bytes) {
 #if PREFETCH
-    for (ulong at = item * PF_STEP; at < bytes; at += items * PF_STEP) {
+    const ulong items = (ulong)get_local_size(0) * get_num_groups(0) * get_num_groups(1) * get_num_groups(2);
+    const ulong group = ((ulong)get_group_id(2) * get_num_groups(1) + get_group_id(1)) * get_num_groups(0) +
+                        get_group_id(0);
+    for (ulong at = (group * get_local_size(0) + get_local_id(0)) * PF_STEP; at < bytes; at += items * PF_STEP) {
 #if PREFETCH == 2
         asm volatile("prefetch.global.L2 [%0];" ::"l"(p + at));
 #elif PREFETCH == 3
@@ -542,21 +542,10 @@ static inline void prefetch_part(global const uchar *p, const ulong bytes, const
 #endif
 }
 
-/* The ranges of PF_ARGS, shared by the work-groups from `first` (of a 1-D launch) on: the
- * prefetch groups a launch adds after its own (add_rmsnorm). */
-static inline void prefetch_groups(const int first, PF_ARGS) {
-    const ulong item = (ulong)(get_group_id(0) - first) * get_local_size(0) + get_local_id(0),
-                items = (ulong)(get_num_groups(0) - first) * get_local_size(0);
-    prefetch_part(pf_a, pf_a_bytes, item, items);
-    prefetch_part(pf_b, pf_b_bytes, item, items);
+/* The launch's prefetch (PF_ARGS), this work-item's share. */
+static inline void prefetch_next(global const uchar *pf_a, const ulong pf_a_bytes, global const uchar *pf_b,
+                                 const ulong pf_b_bytes) {
+    prefetch_share(pf_a, pf_a_bytes);
+    prefetch_share(pf_b, pf_b_bytes);
 }
-
-/* The ranges of PF_ARGS, shared by every work-item of the launch (decode attention). */
-static inline void prefetch_launch(PF_ARGS) {
-    const ulong group = ((ulong)get_group_id(2) * get_num_groups(1) + get_group_id(1)) * get_num_groups(0) +
-                        get_group_id(0);
-    const ulong item = group * get_local_size(0) + get_local_id(0),
-                items = (ulong)get_local_size(0) * get_num_groups(0) * get_num_groups(1) * get_num_groups(2);
-    prefetch_part(pf_a, pf_a_bytes, item, items);
-    prefetch_part(pf_b, pf_b_bytes, item, items);
-}
+#define PF_PASS pf_a, pf_a_bytes, pf_b, pf_b_bytes

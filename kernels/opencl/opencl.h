@@ -162,7 +162,7 @@ void tern_cl_matrix_free(tern_cl *cl, tern_cl_matrix *w);
 /* ---- ops (enqueued; failures are reported by tern_cl_finish) ---- */
 
 /* a and b (either may be NULL) are the weights of the next decode product: from now on the
- * launches of add_rmsnorm and decode attention start them toward the device's cache, up to
+ * launches of products, norms and decode attention start them toward the device's cache, up to
  * PF_MAX_MB of each (with PREFETCH; a no-op without it). A hint: results are the same without. */
 void tern_cl_prefetch(tern_cl *cl, const tern_cl_matrix *a, const tern_cl_matrix *b);
 

@@ -205,17 +205,14 @@ static inline void add_rmsnorm_row(global float *restrict y, global const float 
 }
 
 /* add_rmsnorm_row per row, one work-group of NORM_WGS per row; with use_x8 the rows' 8-bit
- * output in quantize_x8's layout. Work-groups past n_rows prefetch PF_ARGS' ranges. */
+ * output in quantize_x8's layout (rows = the launch's work-groups). */
 kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
     global float *restrict y, global const float *restrict t, global const float *w, const int n, const float eps,
     global float *out, global uchar *x8, const int use_x8, const float ts, global const float *bw, const int use_bw,
-    const int n_rows, PF_ARGS) {
+    PF_ARGS) {
     local float red[NORM_HELD * NORM_WGS];
-    const size_t r = get_group_id(0), rows = (size_t)n_rows, base = r * (size_t)n;
-    if (r >= rows) { /* the groups after the rows only prefetch */
-        prefetch_groups(n_rows, PF_PASS);
-        return;
-    }
+    const size_t r = get_group_id(0), rows = get_num_groups(0), base = r * (size_t)n;
+    prefetch_next(PF_PASS);
     add_rmsnorm_row(y + base, t + base, w, n, eps, out + base, ts, bw, use_bw, x8 + base,
                     (global half *)(x8 + rows * (size_t)n) + r * (size_t)(n / 32), use_x8, red, NORM_WGS);
 }
