@@ -147,12 +147,6 @@ typedef struct tern_backend_ops {
     void (*matmul_rope_store)(tern_backend *be, const tern_weight *const ws[3], const tern_buf *x,
                               tern_buf *const ys[3], const tern_rope_store_params *p);
 
-    /* A hint: a and b (either may be NULL) are the weights of the next product the forward pass
-     * enqueues, so a backend may start them toward its device's cache during the steps before it
-     * (memory idles through norms, attention and the gaps between a GPU's launches). Results do
-     * not depend on it. NULL: no such cache to warm. */
-    void (*prefetch)(tern_backend *be, const tern_weight *a, const tern_weight *b);
-
     /* Wait for queued work; return the first failure since the last call. */
     tern_status (*finish)(tern_backend *be, tern_error *err);
     /* Read n floats from offset (in floats) of a buffer into host memory (implies finish). */

@@ -234,10 +234,6 @@ static void ocl_matmul_glu(tern_backend *be, const tern_weight *gate, const tern
         tern_be_generic_matmul_glu(be, gate, up, x, m, n_out, act, scratch, out);
 }
 
-static void ocl_prefetch(tern_backend *be, const tern_weight *a, const tern_weight *b) {
-    tern_cl_prefetch(ocl(be)->cl, a ? a->m : NULL, b ? b->m : NULL);
-}
-
 static void ocl_add_bias(tern_backend *be, const tern_weight *bias, int64_t m, tern_buf *y) {
     tern_cl_add_bias(ocl(be)->cl, bias->m->parts[0].mem, bias->k, m, y->mem);
 }
@@ -519,7 +515,6 @@ static const tern_backend_ops ocl_ops = {
     .matmul_residual = ocl_matmul_residual,
     .rope_store = ocl_rope_store,
     .matmul_rope_store = ocl_matmul_rope_store,
-    .prefetch = ocl_prefetch,
     .finish = ocl_finish,
     .read = ocl_read,
     .memory_used = ocl_memory_used,

@@ -273,12 +273,6 @@ static tern_status check_products(tern_forward *f, int64_t n, int64_t il, layer_
     return TERN_OK;
 }
 
-/* The hint of backend.h's prefetch: a and b are what the next product reads. */
-static void next_product(tern_backend *be, const tern_weight *a, const tern_weight *b) {
-    if (be->ops->prefetch)
-        be->ops->prefetch(be, a, b);
-}
-
 /* gemma3 interleaves sliding-window layers (local rope base) with global ones. */
 static bool layer_is_local(const tern_hparams *hp, int64_t il) {
     return hp->n_swa > 0 && hp->swa_pattern > 0 && (il % hp->swa_pattern) < hp->swa_pattern - 1;
@@ -303,7 +297,6 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
     const int64_t E = hp->n_embd;
     tern_status st;
 
-    next_product(be, f->w->layers[0].wq, f->w->layers[0].wk);
     o->get_rows(be, f->w->token_embd, tokens, n, hp->embd_scale, f->x);
     o->rmsnorm(be, f->x, f->w->layers[0].attn_norm, n, hp->rms_eps, f->xn);
     for (int64_t il = 0; il < hp->n_layer; il++) {
@@ -328,7 +321,6 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             .k_norm = L->k_norm,
             .eps = hp->rms_eps,
         };
-        next_product(be, L->wo, NULL);
         /* the products and their rope in one step where nothing comes between them */
         if (!L->bq && !L->bk && !L->bv && !f->check_numerics) {
             tern_be_matmul_rope_store(be, qkv, f->xn, qkv_out, &rs);
@@ -359,7 +351,6 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
         o->attention(be, f->q, &ap, f->attn);
         tern_residual_params res = {E, L->post_attn_norm, hp->residual_scale, L->ffn_norm, hp->rms_eps};
         /* the product and the residual as one step, unless its output is checked or biased between */
-        next_product(be, L->ffn_gate, L->ffn_up);
         const bool split_wo = f->check_numerics || L->bo;
         if (split_wo) {
             o->matmul(be, L->wo, f->attn, n, f->tmp);
@@ -372,7 +363,6 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             tern_be_matmul_residual(be, L->wo, f->attn, n, f->tmp, &res, f->x, f->xn);
         }
 
-        next_product(be, L->ffn_down, NULL);
         if (f->check_numerics) { /* the products named before the GLU combines them */
             const tern_weight *gu[2] = {L->ffn_gate, L->ffn_up};
             tern_buf *gu_out[2] = {f->gate, f->up};
@@ -386,10 +376,6 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
         /* the next layer's input norm, or after the last layer the output norm */
         res.branch_norm = L->post_ffw_norm;
         res.next_norm = il + 1 < hp->n_layer ? f->w->layers[il + 1].attn_norm : f->w->output_norm;
-        if (il + 1 < hp->n_layer)
-            next_product(be, f->w->layers[il + 1].wq, f->w->layers[il + 1].wk);
-        else
-            next_product(be, f->w->output, NULL);
         if (f->check_numerics) {
             o->matmul(be, L->ffn_down, f->gate, n, f->tmp);
             if ((st = check_products(f, n, il, PRODUCTS_DOWN, err)) != TERN_OK)

@@ -977,43 +977,6 @@ static void test_last_group_steps(void **state) {
     tern_cl_free(cl0);
 }
 
-/* ---- the next product's weights prefetched (PREFETCH) ---- */
-
-/* A handle built with PREFETCH (PTX's prefetch on NVIDIA GPUs, OpenCL's elsewhere) and told of a
- * next product: every launch that carries the prefetch (decode products, the fused steps, norms,
- * decode attention) must give what it gives without: the products against the exact math, the
- * fused steps against a SYNC=0 handle, attention against the reference. */
-static void test_prefetch_hint(void **state) {
-    (void)state;
-    char options[600], options0[600];
-    const tern_cl_device_info *d = tern_cl_device(g_cl);
-    const bool nv = d->is_gpu && strstr(d->vendor, "NVIDIA") != NULL;
-    const tern_opencl_params pp = with_options(
-        nv ? "-DPREFETCH=2 -DPF_MAX_MB=1" : "-DPREFETCH=1 -DPF_MAX_MB=1", options, sizeof options);
-    const tern_opencl_params p0 = with_options("-DSYNC=0", options0, sizeof options0);
-    tern_cl *cl = open_with(&pp), *cl0 = open_with(&p0);
-    /* the next product: larger than PF_MAX_MB, so its prefetch is capped */
-    weights next = make_weights(TERN_TYPE_Q8_0, 1100, 1024);
-    tern_cl_matrix *nd = NULL;
-    tern_error err = {0};
-    assert_int_equal(tern_cl_matrix_upload(cl, next.type, next.k, next.n, next.q, &nd, &err), TERN_OK);
-    tern_cl_prefetch(cl, nd, nd);
-    weights w = make_weights(TERN_TYPE_Q4_K, 67, 2304);
-    tern_cl_matrix *wd = NULL;
-    assert_int_equal(tern_cl_matrix_upload(cl, w.type, w.k, w.n, w.q, &wd, &err), TERN_OK);
-    check_matmul(cl, &w, wd, 1);
-    check_last_group_steps(cl, cl0, TERN_TYPE_Q4_K, 512, 256);
-    check_kv_attention(cl, 190, 10, 0);
-    tern_cl_prefetch(cl, NULL, NULL);
-    check_matmul(cl, &w, wd, 1);
-    tern_cl_matrix_free(cl, wd);
-    tern_cl_matrix_free(cl, nd);
-    free_weights(&w);
-    free_weights(&next);
-    tern_cl_free(cl0);
-    tern_cl_free(cl);
-}
-
 /* ---- weights split by the allocation limit, CLBlast ---- */
 
 /* A split size (opencl.split_bytes) of 3 rows: 67 rows become 23 parts; every product and lookup must give
@@ -2103,7 +2066,6 @@ int main(void) {
         cmocka_unit_test(test_rope_kv),
         cmocka_unit_test(test_matmul_rope_kv),
         cmocka_unit_test(test_last_group_steps),
-        cmocka_unit_test(test_prefetch_hint),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     /* The products again with the decode products the device does not use by default (int8 on

@@ -455,8 +455,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     global const float *q, global const uchar *kc, global const uchar *vc, global float *out, const int pos0,
     const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width, const int v_width,
     const float scale, const int window, const int span, global float *part, global uchar *x8, const int use_x8,
-    const float softcap, const int k_q8, const int v_q8, volatile global uint *merge_count, const int merge_count_on,
-    PF_ARGS) {
+    const float softcap, const int k_q8, const int v_q8, volatile global uint *merge_count, const int merge_count_on) {
     local float ql[ATT_QL]; /* q, zeros past dk */
     local float pl[ATT_WGS];
     local float red[ATT_WGS];
@@ -469,7 +468,6 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention(
     const int first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
     const int lo = first + split * span, hi = min(pos + 1, lo + span); /* keys lo..hi-1 */
     const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
-    prefetch_next(PF_PASS); /* memory idles while attention reads its short cache */
     for (int d = lid; d < ATT_QL; d += ATT_WGS) /* zeros past dk: dot_f16's steps past the row */
         ql[d] = d < dk ? q[qrow * (size_t)dk + d] : 0.0f;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -615,8 +613,7 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_warps
     global const float *q, global const uchar *kc, global const uchar *vc, global float *out, const int pos0,
     const int n_head, const int n_head_kv, const int dk, const int dv, const int k_width, const int v_width,
     const float scale, const int window, const int span, global float *part, global uchar *x8, const int use_x8,
-    const float softcap, const int k_q8, const int v_q8, volatile global uint *merge_count, const int merge_count_on,
-    PF_ARGS) {
+    const float softcap, const int k_q8, const int v_q8, volatile global uint *merge_count, const int merge_count_on) {
     local float x[ATT_WGS], red[ATT_WGS]; /* the shuffles without ATT_SHFL; the merge */
     local float wacc[ATT_WARPS_N * 128], wml[2 * ATT_WARPS_N]; /* each warp's output, m and l */
     local float fin[128];                                      /* the output, one span */
@@ -627,7 +624,6 @@ kernel __attribute__((reqd_work_group_size(ATT_WGS, 1, 1))) void attention_warps
     const int first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
     const int lo = first + split * span, hi = min(pos + 1, lo + span); /* keys lo..hi-1 */
     const size_t qrow = (size_t)t * (size_t)n_head + (size_t)h;
-    prefetch_next(PF_PASS); /* memory idles while attention reads its short cache */
     /* this lane's four dimensions; lanes past the head read dimension 0 again, q zero there */
     const int kd = 4 * lane < dk ? 4 * lane : 0, vd = 4 * lane < dv ? 4 * lane : 0;
     const float4 q4 = 4 * lane < dk ? vload4(0, q + qrow * (size_t)dk + (size_t)kd) : 0.0f;

@@ -95,29 +95,6 @@ void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
     tern_cl_profile_host(cl, t0, false);
 }
 
-void tern_cl_launch_pf(tern_cl *cl, cl_kernel kernel, const char *name, int n_args, const tern_cl_arg *args,
-                       cl_uint dims, const size_t *global, const size_t *local, uint64_t bytes) {
-    tern_cl_arg all[TERN_CL_MEMO_ARGS];
-    TERN_ASSERT(n_args + 4 <= TERN_CL_MEMO_ARGS);
-    memcpy(all, args, (size_t)n_args * sizeof *args);
-    all[n_args] = TERN_CL_ARG(cl->pf_mem[0]);
-    all[n_args + 1] = TERN_CL_ARG(cl->pf_bytes[0]);
-    all[n_args + 2] = TERN_CL_ARG(cl->pf_mem[1]);
-    all[n_args + 3] = TERN_CL_ARG(cl->pf_bytes[1]);
-    tern_cl_launch(cl, kernel, name, n_args + 4, all, dims, global, local, bytes);
-}
-
-void tern_cl_prefetch(tern_cl *cl, const tern_cl_matrix *a, const tern_cl_matrix *b) {
-    const tern_cl_matrix *w[2] = {a, b};
-    const cl_ulong cap = (cl_ulong)cl->tune.pf_max_mb << 20;
-    for (int i = 0; i < 2; i++) {
-        const bool on = cl->tune.prefetch && w[i];
-        const cl_ulong bytes = on ? (cl_ulong)w[i]->parts[0].rows * (cl_ulong)w[i]->row_bytes : 0;
-        cl->pf_mem[i] = on ? w[i]->parts[0].mem : NULL;
-        cl->pf_bytes[i] = bytes < cap ? bytes : cap;
-    }
-}
-
 uint64_t tern_cl_launches(const tern_cl *cl) {
     return cl->launches;
 }

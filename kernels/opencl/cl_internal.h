@@ -84,9 +84,6 @@ typedef struct tern_cl_tunables {
     int unroll;       /* common.cl's UNROLL: loops over register arrays say #pragma unroll */
     int flush;        /* clFlush after every this many launches (host only; 0: only blocking calls submit) */
     int cache_binary; /* the program binary stored in the program cache (host only) */
-    int prefetch;     /* common.cl's PREFETCH: launches start the next product's weights toward L2 */
-    int pf_max_mb;    /* the most of each named weight a launch prefetches, MiB (host only) */
-    int pf_step;      /* common.cl's PF_STEP: bytes between a work-item's prefetches (kernel only) */
 } tern_cl_tunables;
 
 /* A buffer of activations rounded for the tensor-core products: buf holds `of` (m rows of k), or
@@ -206,10 +203,6 @@ struct tern_cl {
     /* a prefill product's activations rounded once for the products that read them (MMA_XH: to
      * f16 by mma_x_half; MMA_I8: to 8 bits by mma_x8), kept like x8 while only products launch */
     tern_cl_rounded xh, xi;
-    /* the next product's weights that launches carrying PF_ARGS prefetch (tern_cl_prefetch):
-     * two ranges from the start of a buffer, bytes 0 where none */
-    cl_mem pf_mem[2];
-    cl_ulong pf_bytes[2];
     cl_mem counters; /* arrive_last's counters (SYNC), zeroed, grown on first use */
     size_t counters_bytes;
 
@@ -297,11 +290,6 @@ cl_mem tern_cl_counters(tern_cl *cl, size_t n);
  * its local one. `bytes`: the memory it reads and writes, for the profile's GB/s (0: not shown). */
 void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args, const tern_cl_arg *args,
                     cl_uint dims, const size_t *global, const size_t *local, uint64_t bytes);
-
-/* tern_cl_launch for the kernels whose arguments end with PF_ARGS (common.cl): the n_args given,
- * then the ranges of tern_cl_prefetch. */
-void tern_cl_launch_pf(tern_cl *cl, cl_kernel kernel, const char *name, int n_args, const tern_cl_arg *args,
-                       cl_uint dims, const size_t *global, const size_t *local, uint64_t bytes);
 
 /* The profile (opencl.profile, kernels/opencl/cl_profile.c): device time per kernel name, from
  * the events of every launch, logged as one block when the device is closed. `event` is

@@ -131,13 +131,12 @@ static cl_mem product_input(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int6
     return x8;
 }
 
-/* A decode product's launch (its kernel carries PF_ARGS): it only reads its x, so what x8 holds
- * stays valid. */
+/* A product's launch: it only reads its x, so what x8 holds stays valid. */
 static void product_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
                            const tern_cl_arg *args, cl_uint dims, const size_t *global, const size_t *local,
                            uint64_t bytes) {
     cl->keep_x8 = true;
-    tern_cl_launch_pf(cl, kernel, name, n_args, args, dims, global, local, bytes);
+    tern_cl_launch(cl, kernel, name, n_args, args, dims, global, local, bytes);
     cl->keep_x8 = false;
 }
 

@@ -33,8 +33,8 @@ void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem bw, float scale, cl_mem y
                                 TERN_CL_ARG(scale), TERN_CL_ARG(bw), TERN_CL_ARG(use_bw)};
     const size_t global[1] = {(size_t)n_rows * (size_t)cl->tune.norm_wgs},
                  local[1] = {(size_t)cl->tune.norm_wgs};
-    tern_cl_launch_pf(cl, cl->add_rmsnorm, "add_rmsnorm", 11, args, 1, global, local,
-                      (uint64_t)(width * n_rows) * (use_bw ? 20 : 16));
+    tern_cl_launch(cl, cl->add_rmsnorm, "add_rmsnorm", 11, args, 1, global, local,
+                   (uint64_t)(width * n_rows) * (use_bw ? 20 : 16));
     if (x8)
         tern_cl_x8_holds(cl, out, width, n_rows);
 }
@@ -153,10 +153,9 @@ void tern_cl_attention(tern_cl *cl, cl_mem q, cl_mem kc, cl_mem vc, const tern_c
     /* attention_warps where it applies: an FP16 cache and heads up to 128 values in fours */
     const bool warps = cl->att_warps && !s->k_q8 && !s->v_q8 && s->head_dim_k <= 128 && s->head_dim_v <= 128 &&
                        s->head_dim_k % 4 == 0 && s->head_dim_v % 4 == 0;
-    tern_cl_launch_pf(cl, warps ? cl->attention_warps : cl->attention, warps ? "attention_warps" : "attention",
-                      22, args, 3, global, local,
-                      (uint64_t)(s->n_tokens * keys * (s->k_width + s->v_width)) * 2 /
-                          (uint64_t)(s->n_head / s->n_head_kv));
+    tern_cl_launch(cl, warps ? cl->attention_warps : cl->attention, warps ? "attention_warps" : "attention", 22,
+                   args, 3, global, local,
+                   (uint64_t)(s->n_tokens * keys * (s->k_width + s->v_width)) * 2 / (uint64_t)(s->n_head / s->n_head_kv));
     if (n_splits > 1 && !merge_here) {
         const tern_cl_arg margs[] = {TERN_CL_ARG(part), TERN_CL_ARG(ns), TERN_CL_ARG(nh),    TERN_CL_ARG(dv),
                                      TERN_CL_ARG(out),  TERN_CL_ARG(x8), TERN_CL_ARG(use_x8)};

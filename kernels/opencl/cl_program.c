@@ -171,12 +171,6 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
          * cached): asking PoCL for the binary compiles every kernel of the program, where a
          * context uses a few of them and PoCL keeps its own cache of those it compiled */
         {"CACHE_BINARY", &t->cache_binary, 1, false, 0, 1},
-        /* a launch starts the next product's weights toward the L2 cache while memory idles
-         * (common.cl: 1 OpenCL's prefetch, 2-4 PTX's), up to PF_MAX_MB of each, a line every
-         * PF_STEP bytes: unmeasured, so off until a table's row turns it on */
-        {"PREFETCH", &t->prefetch, 0, false, 0, 4},
-        {"PF_MAX_MB", &t->pf_max_mb, 16, false, 0, 1024},
-        {"PF_STEP", &t->pf_step, 128, false, 16, 4096},
     };
     enum { N_TUNABLES = sizeof list / sizeof list[0] };
     const char *names[N_TUNABLES], *row = NULL;

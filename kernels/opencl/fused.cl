@@ -17,11 +17,10 @@
         global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x,    \
         global float *t, volatile global uint *counter, global float *y, global const float *nw,               \
         const float eps, global float *out, global uchar *x8, const int use_x8, const float ts,                 \
-        global const float *bw, const int use_bw, PF_ARGS) {                                                    \
+        global const float *bw, const int use_bw) {                                                             \
         local float red[(MV_ROWS > NORM_HELD ? MV_ROWS : NORM_HELD) * MV_WGS]; /* the sums, then the tail */    \
         local int last;                                                                                         \
         matvec(type, w, row_bytes, n_rows, k, x, t, 0, red, get_group_id(0));                                  \
-        prefetch_next(PF_PASS);                                                                                 \
         if (!arrive_last(counter, 1, get_num_groups(0), &last))                                                 \
             return;                                                                                             \
         add_rmsnorm_row(y, t, nw, n_rows, eps, out, ts, bw, use_bw, x8, (global half *)(x8 + n_rows), use_x8,  \
@@ -90,7 +89,7 @@ static inline void rope_heads(const int which, const int group, const int rows0,
         global float *y0, global float *y1, global float *y2, global half *kc, global half *vc,              \
         const int head_dim, const int n_rot, const int neox, global const float *cos_sin, const int pos,     \
         volatile global uint *counters, const int v_width, const int v_done, global const float *qn,          \
-        global const float *kn, const float eps, const int norms, const ulong row_bytes_v, PF_ARGS) {        \
+        global const float *kn, const float eps, const int norms, const ulong row_bytes_v) {                 \
         local float red[MV_ROWS * MV_WGS];                                                                   \
         local int flag;                                                                                      \
         int group;                                                                                           \
@@ -99,7 +98,6 @@ static inline void rope_heads(const int which, const int group, const int rows0,
                 vstore_half_rte(y2[i], (size_t)pos * (size_t)v_width + i, vc);                               \
         const int which = matvec3(type, type_v, w0, w1, w2, row_bytes, row_bytes_v, rows0, rows1, rows2, k, \
                                   x, y0, y1, y2, red, &group);                                               \
-        prefetch_next(PF_PASS);                                                                              \
         rope_heads(which, group, rows0, rows1, v_width, y0, y1, kc, vc, head_dim, n_rot, neox, cos_sin, pos, \
                    counters, qn, kn, eps, norms, red, &flag);                                                \
     }

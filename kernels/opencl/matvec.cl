@@ -350,25 +350,23 @@ TYPED int matvec3(const int type, const int type_v, global const uchar *w0, glob
 #define MATVEC_KERNEL(name, type)                                                                          \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_##name(                          \
         global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x, \
-        global float *y, const int y_stride, const int y_offset, PF_ARGS) {                                  \
+        global float *y, const int y_stride, const int y_offset) {                                           \
         local float red[MV_ROWS * MV_WGS];                                                                   \
         matvec(type, w, row_bytes, n_rows, k, x, y + y_offset, y_stride, red, get_group_id(0));             \
-        prefetch_next(PF_PASS);                                                                              \
     }                                                                                                        \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec3_##name(                         \
         global const uchar *w0, global const uchar *w1, global const uchar *w2, const ulong row_bytes,       \
         const int rows0, const int rows1, const int rows2, const int k, global const float *x,               \
-        global float *y0, global float *y1, global float *y2, PF_ARGS) {                                     \
+        global float *y0, global float *y1, global float *y2) {                                              \
         local float red[MV_ROWS * MV_WGS];                                                                   \
         int group;                                                                                           \
         matvec3(type, type, w0, w1, w2, row_bytes, row_bytes, rows0, rows1, rows2, k, x, y0, y1, y2, red,    \
                 &group);                                                                                     \
-        prefetch_next(PF_PASS);                                                                              \
     }                                                                                                        \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_glu_##name(                      \
         global const uchar *w_gate, global const uchar *w_up, const ulong row_bytes, const int n_rows,       \
         const int k, global const float *x, global float *out, const int gelu, global uchar *x8,             \
-        const int use_x8, volatile global uint *block_count, PF_ARGS) {                                      \
+        const int use_x8, volatile global uint *block_count) {                                               \
         local float red_gate[MV_ROWS * MV_WGS], red_up[MV_ROWS * MV_WGS];                                    \
         local int flag;                                                                                      \
         matvec_sums(type, w_gate, row_bytes, n_rows, k, x, red_gate, get_group_id(0));                       \
@@ -378,7 +376,6 @@ TYPED int matvec3(const int type, const int type_v, global const uchar *w0, glob
             out[row] = glu_act(red_gate[lid * MV_WGS], red_up[lid * MV_WGS], gelu);                          \
         if (use_x8)                                                                                          \
             glu_block_x8(out, n_rows, x8, block_count, &flag);                                               \
-        prefetch_next(PF_PASS);                                                                              \
     }
 
 MATVEC_KERNEL(f32, T_F32)

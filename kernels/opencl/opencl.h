@@ -161,11 +161,6 @@ void tern_cl_matrix_free(tern_cl *cl, tern_cl_matrix *w);
 
 /* ---- ops (enqueued; failures are reported by tern_cl_finish) ---- */
 
-/* a and b (either may be NULL) are the weights of the next decode product: from now on the
- * launches of products, norms and decode attention start them toward the device's cache, up to
- * PF_MAX_MB of each (with PREFETCH; a no-op without it). A hint: results are the same without. */
-void tern_cl_prefetch(tern_cl *cl, const tern_cl_matrix *a, const tern_cl_matrix *b);
-
 /* x ([m][k] floats, k a multiple of 32) rounded to 8 bits per block of 32 as quant/'s Q8_0 rounds
  * it, into out (m * k + m * k / 16 bytes): the m * k int8 levels, then the f16 scales. */
 void tern_cl_quantize_x8(tern_cl *cl, cl_mem x, int64_t m, int64_t k, cl_mem out);

@@ -208,11 +208,9 @@ static inline void add_rmsnorm_row(global float *restrict y, global const float 
  * output in quantize_x8's layout (rows = the launch's work-groups). */
 kernel __attribute__((reqd_work_group_size(NORM_WGS, 1, 1))) void add_rmsnorm(
     global float *restrict y, global const float *restrict t, global const float *w, const int n, const float eps,
-    global float *out, global uchar *x8, const int use_x8, const float ts, global const float *bw, const int use_bw,
-    PF_ARGS) {
+    global float *out, global uchar *x8, const int use_x8, const float ts, global const float *bw, const int use_bw) {
     local float red[NORM_HELD * NORM_WGS];
     const size_t r = get_group_id(0), rows = get_num_groups(0), base = r * (size_t)n;
-    prefetch_next(PF_PASS);
     add_rmsnorm_row(y + base, t + base, w, n, eps, out + base, ts, bw, use_bw, x8 + base,
                     (global half *)(x8 + rows * (size_t)n) + r * (size_t)(n / 32), use_x8, red, NORM_WGS);
 }
