@@ -344,6 +344,62 @@ static void test_matmul_glu(void **state) {
     }
 }
 
+/* MV_WIDE: products and GLUs over rows of at least MV_WIDE pieces take the wide kernels (the
+ * profile names them), which must meet the exact math and the CPU kernel as the others do, and
+ * give the GLU's bits of the two wide products; rows of fewer pieces keep the plain ones. */
+static void test_matmul_wide(void **state) {
+    (void)state;
+    char options[600];
+    tern_opencl_params p = with_options("-DMV_WIDE=128", options, sizeof options);
+    p.profile = true;
+    log_record rec = {0};
+    const tern_logger log = {record_log, &rec};
+    tern_cl *cl = NULL;
+    tern_error err = {0};
+    assert_int_equal(tern_cl_create(g_device, &p, &log, &cl, &err), TERN_OK);
+    const uint32_t types[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, TERN_TYPE_Q8_0, TERN_TYPE_F16};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const int64_t ks[] = {4096 + 256, 2048}; /* 136 pieces (wide, with a tail), 64 (plain) */
+        for (int i = 0; i < 2; i++) {
+            weights w = make_weights(types[t], 67, ks[i]);
+            tern_cl_matrix *dev = NULL;
+            assert_int_equal(tern_cl_matrix_upload(cl, w.type, w.k, w.n, w.q, &dev, &err), TERN_OK);
+            check_matmul(cl, &w, dev, 1);
+            check_matmul(cl, &w, dev, 3);
+            tern_cl_matrix_free(cl, dev);
+            free_weights(&w);
+        }
+    }
+    const int64_t rows = 67, k = 4096;
+    weights wg = make_weights(TERN_TYPE_Q4_K, rows, k), wu = make_weights(TERN_TYPE_Q4_K, rows, k);
+    tern_cl_matrix *g, *u;
+    assert_int_equal(tern_cl_matrix_upload(cl, wg.type, k, rows, wg.q, &g, &err), TERN_OK);
+    assert_int_equal(tern_cl_matrix_upload(cl, wu.type, k, rows, wu.q, &u, &err), TERN_OK);
+    float *x = random_floats((size_t)k, 1.0f), want[67], got[67];
+    cl_mem xd = put(cl, x, sizeof(float) * (size_t)k), gd = put(cl, NULL, sizeof want),
+           ud = put(cl, NULL, sizeof want), od = put(cl, NULL, sizeof want);
+    tern_cl_matmul(cl, g, xd, 1, gd);
+    tern_cl_matmul(cl, u, xd, 1, ud);
+    tern_cl_glu(cl, gd, ud, rows, false, gd);
+    tern_cl_matmul_glu(cl, g, u, xd, false, od);
+    get(cl, gd, want, sizeof want);
+    get(cl, od, got, sizeof got);
+    assert_memory_equal(got, want, sizeof got);
+    const cl_mem bufs[] = {xd, gd, ud, od};
+    release_all(bufs, sizeof bufs / sizeof bufs[0]);
+    tern_cl_matrix_free(cl, g);
+    tern_cl_matrix_free(cl, u);
+    free_weights(&wg);
+    free_weights(&wu);
+    free(x);
+    tern_cl_free(cl);
+    const char *need[] = {"\n  matvec_wide_q4_k ", "\n  matvec_wide_q6_k ", "\n  matvec_wide_q8_0 ",
+                          "\n  matvec_wide_f16 ", "\n  matvec_glu_wide_q4_k ", "\n  matvec_q4_k ", "\n  matvec_f16 "};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!strstr(rec.text, need[i]))
+            fail_msg("no '%s' row in the profile: %s", need[i] + 3, rec.text);
+}
+
 static void test_matmul_shared(void **state) {
     (void)state;
     const int64_t rows[3] = {67, 13, 1}, k = 768;
@@ -2039,6 +2095,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_small_shapes),
         cmocka_unit_test(test_matmul_shared),
         cmocka_unit_test(test_matmul_glu),
+        cmocka_unit_test(test_matmul_wide),
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_norm_then_product),
@@ -2084,7 +2141,7 @@ int main(void) {
         const struct CMUnitTest products[] = {
             cmocka_unit_test(test_matmul_every_type), cmocka_unit_test(test_matmul_small_shapes),
             cmocka_unit_test(test_matmul_shared),     cmocka_unit_test(test_matmul_glu),
-            cmocka_unit_test(test_split_weights),     cmocka_unit_test(test_norm_then_product),
+            cmocka_unit_test(test_matmul_wide),       cmocka_unit_test(test_split_weights),     cmocka_unit_test(test_norm_then_product),
             cmocka_unit_test(test_attention_then_product), cmocka_unit_test(test_last_group_steps),
         };
         failed += cmocka_run_group_tests(products, NULL, NULL);

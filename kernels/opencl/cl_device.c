@@ -367,15 +367,20 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
     tern_status st = TERN_OK;
     for (size_t i = 0; i < sizeof weight_types / sizeof weight_types[0] && st == TERN_OK; i++) {
         const uint32_t type = weight_types[i];
-        /* [5] is matmul_mma, below */
-        const char *families[8] = {"matvec",     "matmul", "dequant",    "matvec3",
-                                   "matvec_glu", NULL,     "matvec_res", "matvec3_rope"};
-        cl_kernel *kernels[8] = {&cl->matvec[type],     &cl->matmul[type], &cl->dequant[type],
-                                 &cl->matvec3[type],    &cl->matvec_glu[type], NULL,
-                                 &cl->matvec_res[type], &cl->matvec3_rope[type]};
-        const size_t locals[8] = {(size_t)t->mv_wgs, mm_threads, (size_t)t->ew_wgs, (size_t)t->mv_wgs,
-                                  (size_t)t->mv_wgs, 0,          (size_t)t->mv_wgs, (size_t)t->mv_wgs};
-        for (int f = 0; f < 8 && st == TERN_OK; f++) {
+        /* [5] is matmul_mma, below; [8] and [9] only with MV_WIDE */
+        const char *families[10] = {"matvec",      "matmul",
+                                    "dequant",     "matvec3",
+                                    "matvec_glu",  NULL,
+                                    "matvec_res",  "matvec3_rope",
+                                    t->mv_wide ? "matvec_wide" : NULL, t->mv_wide ? "matvec_glu_wide" : NULL};
+        cl_kernel *kernels[10] = {&cl->matvec[type],     &cl->matmul[type],       &cl->dequant[type],
+                                  &cl->matvec3[type],    &cl->matvec_glu[type],   NULL,
+                                  &cl->matvec_res[type], &cl->matvec3_rope[type], &cl->matvec_wide[type],
+                                  &cl->matvec_glu_wide[type]};
+        const size_t locals[10] = {(size_t)t->mv_wgs, mm_threads, (size_t)t->ew_wgs, (size_t)t->mv_wgs,
+                                   (size_t)t->mv_wgs, 0,          (size_t)t->mv_wgs, (size_t)t->mv_wgs,
+                                   (size_t)t->mv_wide, (size_t)t->mv_wide};
+        for (int f = 0; f < 10 && st == TERN_OK; f++) {
             if (!families[f])
                 continue;
             snprintf(cl->names[f][type], sizeof cl->names[f][type], "%s_%s", families[f],
@@ -599,7 +604,7 @@ void tern_cl_free(tern_cl *cl) {
     tern_cl_profile_log_free(cl);
     cl_kernel *typed[] = {cl->matvec,     cl->matmul,     cl->dequant,    cl->matvec3,
                           cl->matvec_glu, cl->matmul_mma, cl->matvec_res, cl->matvec3_rope,
-                          cl->matvec3_rope_v6};
+                          cl->matvec3_rope_v6, cl->matvec_wide, cl->matvec_glu_wide};
     for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (typed[i][t])

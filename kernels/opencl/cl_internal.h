@@ -64,6 +64,7 @@ const char *tern_cl_status_name(cl_int status);
 /* Values of the -D tunables the program was built with; the host sizes its launches by them. */
 typedef struct tern_cl_tunables {
     int mv_wgs, mv_rows, mv_shfl;   /* matvec.cl */
+    int mv_wide; /* matvec.cl's MV_WIDE: work-items of the wide product and GLU (0: not built) */
     int dot8;                       /* common.cl's DOT8: 0 f32 products, 1 int8 portable, 2 dp4a */
     int mm_tn, mm_tm, mm_wn, mm_wm; /* matmul.cl */
     int norm_wgs, norm_held, ew_wgs; /* ops.cl */
@@ -153,10 +154,12 @@ struct tern_cl {
 
     cl_kernel matvec[TERN_TYPE_COUNT], matmul[TERN_TYPE_COUNT], dequant[TERN_TYPE_COUNT],
         matvec3[TERN_TYPE_COUNT], matvec_glu[TERN_TYPE_COUNT], matmul_mma[TERN_TYPE_COUNT],
-        matvec_res[TERN_TYPE_COUNT], matvec3_rope[TERN_TYPE_COUNT];
+        matvec_res[TERN_TYPE_COUNT], matvec3_rope[TERN_TYPE_COUNT], matvec_wide[TERN_TYPE_COUNT],
+        matvec_glu_wide[TERN_TYPE_COUNT];
     /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3, [4] matvec_glu,
-     * [5] matmul_mma (only where MMA is built), [6] matvec_res, [7] matvec3_rope */
-    char names[8][TERN_TYPE_COUNT][20];
+     * [5] matmul_mma (only where MMA is built), [6] matvec_res, [7] matvec3_rope, [8] matvec_wide
+     * and [9] matvec_glu_wide (only where MV_WIDE is built) */
+    char names[10][TERN_TYPE_COUNT][24];
     /* matvec3_rope with a Q6_K v, by the type of q and k (Q4_K and Q5_K: the _M mixes' layers with
      * more bits in v), and their names; NULL for the other types */
     cl_kernel matvec3_rope_v6[TERN_TYPE_COUNT];

@@ -140,6 +140,12 @@ static void product_launch(tern_cl *cl, cl_kernel kernel, const char *name, int 
     cl->keep_x8 = false;
 }
 
+/* Whether a decode product over w takes the wide kernels (MV_WIDE): rows of at least a piece of
+ * 32 per work-item of theirs. */
+static bool wide_rows(const tern_cl *cl, const tern_cl_matrix *w, cl_kernel wide) {
+    return wide && cl->tune.mv_wide && w->k / 32 >= cl->tune.mv_wide;
+}
+
 /* The kernels read rows in pieces of 32 elements. */
 static bool whole_pieces(tern_cl *cl, const tern_cl_matrix *w) {
     if (w->k % 32 == 0)
@@ -185,10 +191,12 @@ void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, c
             const tern_cl_arg args[] = {TERN_CL_ARG(part->mem), TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows),
                                         TERN_CL_ARG(k),         TERN_CL_ARG(xv),        TERN_CL_ARG(y),
                                         TERN_CL_ARG(y_stride),  TERN_CL_ARG(y_offset)};
-            const size_t global[2] = {(size_t)((rows + t->mv_rows - 1) / t->mv_rows) * (size_t)t->mv_wgs,
-                                      (size_t)m};
-            const size_t local[2] = {(size_t)t->mv_wgs, 1};
-            product_launch(cl, cl->matvec[w->type], cl->names[0][w->type], 8, args, 2, global, local,
+            const bool wide = wide_rows(cl, w, cl->matvec_wide[w->type]);
+            const size_t wgs = (size_t)(wide ? t->mv_wide : t->mv_wgs);
+            const size_t global[2] = {(size_t)((rows + t->mv_rows - 1) / t->mv_rows) * wgs, (size_t)m};
+            const size_t local[2] = {wgs, 1};
+            product_launch(cl, wide ? cl->matvec_wide[w->type] : cl->matvec[w->type],
+                           cl->names[wide ? 8 : 0][w->type], 8, args, 2, global, local,
                            (uint64_t)rows * w->row_bytes + (uint64_t)(m * (w->k + rows)) * 4);
             continue;
         }
@@ -316,9 +324,11 @@ void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_m
                                 TERN_CL_ARG(x8),
                                 TERN_CL_ARG(use_x8),
                                 TERN_CL_ARG(counters)};
-    const size_t global[1] = {(size_t)((rows + t->mv_rows - 1) / t->mv_rows) * (size_t)t->mv_wgs};
-    const size_t local[1] = {(size_t)t->mv_wgs};
-    product_launch(cl, cl->matvec_glu[gate->type], cl->names[4][gate->type], 11, args, 1, global, local,
+    const bool wide = wide_rows(cl, gate, cl->matvec_glu_wide[gate->type]);
+    const size_t wgs = (size_t)(wide ? t->mv_wide : t->mv_wgs);
+    const size_t global[1] = {(size_t)((rows + t->mv_rows - 1) / t->mv_rows) * wgs}, local[1] = {wgs};
+    product_launch(cl, wide ? cl->matvec_glu_wide[gate->type] : cl->matvec_glu[gate->type],
+                   cl->names[wide ? 9 : 4][gate->type], 11, args, 1, global, local,
                    2 * (uint64_t)rows * gate->row_bytes + (uint64_t)(k + rows) * 4);
     if (use_x8)
         tern_cl_x8_holds(cl, out, rows, 1);

@@ -104,6 +104,9 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         return st;
     tunable list[] = {
         {"MV_WGS", &t->mv_wgs, wide >= 64 ? 64 : wide, true, 1, BIG},
+        /* the product and GLU in groups of this many work-items for rows of as many pieces or
+         * more (0: not built; the table's rows turn it on where measured) */
+        {"MV_WIDE", &t->mv_wide, 0, true, 0, BIG},
         {"MV_ROWS", &t->mv_rows, 4, false, 1, BIG},
         {"MV_SHFL", &t->mv_shfl, 0, false, 0, 1},
         {"DOT8", &t->dot8, 0, false, 0, 2},
@@ -226,7 +229,7 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
     if (t->mma && (t->mma_wn % 16 || t->mma_wm % 8 || t->mma_tn % t->mma_wn || t->mma_tm % t->mma_wm))
         return tern_error_set(err, TERN_ERR_INVALID_ARG,
                               "MMA_WN must be a multiple of 16, MMA_WM of 8, and they must divide MMA_TN, MMA_TM");
-    const size_t needs[] = {(size_t)t->mv_wgs, (size_t)mm_threads, (size_t)t->norm_wgs, (size_t)t->att_wgs,
+    const size_t needs[] = {(size_t)t->mv_wgs, (size_t)t->mv_wide, (size_t)mm_threads, (size_t)t->norm_wgs, (size_t)t->att_wgs,
                             (size_t)t->ew_wgs, t->mma ? (size_t)mma_threads : 1,
                             t->mma ? (size_t)(32 * t->fa_warps) : 1};
     for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)

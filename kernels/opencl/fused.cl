@@ -20,7 +20,7 @@
         global const float *bw, const int use_bw) {                                                             \
         local float red[(MV_ROWS > NORM_HELD ? MV_ROWS : NORM_HELD) * MV_WGS]; /* the sums, then the tail */    \
         local int last;                                                                                         \
-        matvec(type, w, row_bytes, n_rows, k, x, t, 0, red, get_group_id(0));                                  \
+        matvec(type, w, row_bytes, n_rows, k, x, t, 0, red, get_group_id(0), MV_WGS);                          \
         if (!arrive_last(counter, 1, get_num_groups(0), &last))                                                 \
             return;                                                                                             \
         add_rmsnorm_row(y, t, nw, n_rows, eps, out, ts, bw, use_bw, x8, (global half *)(x8 + n_rows), use_x8,  \

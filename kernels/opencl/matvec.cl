@@ -24,6 +24,14 @@
 #ifndef MV_ROWS
 #define MV_ROWS 4
 #endif
+/* MV_WIDE (a tunable, 0: none): the product and the GLU again in work-groups of MV_WIDE
+ * work-items (matvec_wide_<type>, matvec_glu_wide_<type>), which the host takes for rows of at
+ * least MV_WIDE pieces: a 4096-wide row is 128 pieces, one per work-item of a group of 128 where
+ * 64 take two each in turn, twice the loads in flight per row (faster on an H100; slower for
+ * rows of fewer pieces than work-items, which leave some idle: docs/benchmarks.md). */
+#ifndef MV_WIDE
+#define MV_WIDE 0
+#endif
 /* MV_SHFL 1: the work-group's sums by warp shuffles (NVIDIA's shfl.sync through inline PTX, so
  * only where DOT8 is 2, and for work-groups of whole warps), then the warps' sums through local
  * memory: one barrier instead of one per halving (faster on an H200: docs/benchmarks.md).
@@ -31,7 +39,7 @@
 #ifndef MV_SHFL
 #define MV_SHFL 0
 #endif
-#if MV_SHFL && (DOT8 != 2 || MV_WGS % 32 != 0)
+#if MV_SHFL && (DOT8 != 2 || MV_WGS % 32 != 0 || (MV_WIDE && MV_WIDE % 32 != 0))
 #undef MV_SHFL
 #define MV_SHFL 0
 #endif
@@ -78,10 +86,10 @@ static inline float warps_reduce(const float v, local float *red, const int wgs,
 /* Adds the products of this work-item's pieces of rows row0 .. row0 + MV_ROWS - 1 with x (f32,
  * k per token) to acc, in f32. */
 TYPED void sums_f32(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                    const int k, global const float *x, const int row0, float *acc) {
+                    const int k, global const float *x, const int row0, float *acc, const int wgs) {
     const int runs = piece_runs(type), run_len = PIECE / runs, n_pieces = k / PIECE;
     x += (size_t)get_group_id(1) * (size_t)k;
-    for (int p = get_local_id(0); p < n_pieces; p += MV_WGS) {
+    for (int p = get_local_id(0); p < n_pieces; p += wgs) {
         /* every load of the piece first, for all rows (see load_piece) */
         piece_raw raw[MV_ROWS];
         UNROLLED
@@ -123,12 +131,12 @@ TYPED void sums_f32(const int type, global const uchar *w, const ulong row_bytes
  * (Loading two pieces of every row before the arithmetic, for more bytes in flight, measured
  * slower on an H200: docs/benchmarks.md.) */
 TYPED void sums_x8(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                   const int k, global const uchar *xq, const int row0, float *acc) {
+                   const int k, global const uchar *xq, const int row0, float *acc, const int wgs) {
     const int runs = piece_runs(type), words = 8 / runs, n_pieces = k / PIECE;
     const size_t tok = get_group_id(1), m = get_num_groups(1);
     global const half *xd = (global const half *)(xq + m * (size_t)k) + tok * (size_t)(k / 32);
     xq += tok * (size_t)k;
-    for (int p = get_local_id(0); p < n_pieces; p += MV_WGS) {
+    for (int p = get_local_id(0); p < n_pieces; p += wgs) {
         piece_raw raw[MV_ROWS];
         UNROLLED
         for (int j = 0; j < MV_ROWS; j++)
@@ -174,25 +182,24 @@ TYPED void sums_x8(const int type, global const uchar *w, const ulong row_bytes,
     }
 }
 
-/* The sums of rows group * MV_ROWS + j of token get_group_id(1) in red[j * MV_WGS], visible to
- * every work-item on return. x is f32, or quantize_x8's output where DOT8 is on and the weights
- * are quantized. */
-/* This work-item's share of the group's MV_ROWS rows into acc: no barrier, so a work-group may
- * pick the type it runs by a branch (matvec3 with a v of another type). */
+/* This work-item's share of the group's MV_ROWS rows into acc (the group's wgs work-items take
+ * the rows' pieces in turn): no barrier, so a work-group may pick the type it runs by a branch
+ * (matvec3 with a v of another type). x is f32, or quantize_x8's output where DOT8 is on and the
+ * weights are quantized. */
 TYPED void matvec_acc(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                      const int k, global const float *x, const int group, float *acc) {
+                      const int k, global const float *x, const int group, float *acc, const int wgs) {
     const int row0 = group * MV_ROWS;
     UNROLLED
     for (int j = 0; j < MV_ROWS; j++)
         acc[j] = 0.0f;
     if (DOT8 && !is_float_type(type))
-        sums_x8(type, w, row_bytes, n_rows, k, (global const uchar *)x, row0, acc);
+        sums_x8(type, w, row_bytes, n_rows, k, (global const uchar *)x, row0, acc, wgs);
     else
-        sums_f32(type, w, row_bytes, n_rows, k, x, row0, acc);
+        sums_f32(type, w, row_bytes, n_rows, k, x, row0, acc, wgs);
 }
 
-/* The work-items' acc added up: row j's sum at red[j * MV_WGS]. */
-static inline void matvec_reduce(const float *acc, local float *red) {
+/* The wgs work-items' acc added up: row j's sum at red[j * wgs], visible to every work-item. */
+static inline void matvec_reduce(const float *acc, local float *red, const int wgs) {
     const int lid = get_local_id(0);
 #if MV_SHFL
     /* each warp's sums by shuffles, then the warps' sums added through local memory */
@@ -200,47 +207,47 @@ static inline void matvec_reduce(const float *acc, local float *red) {
     for (int j = 0; j < MV_ROWS; j++) {
         const float v = warp_sum(acc[j]);
         if (lid % 32 == 0)
-            red[j * MV_WGS + lid / 32] = v;
+            red[j * wgs + lid / 32] = v;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (MV_WGS > 32) {
+    if (wgs > 32) {
         float t = 0.0f;
         if (lid < MV_ROWS)
-            for (int i = 0; i < MV_WGS / 32; i++)
-                t += red[lid * MV_WGS + i];
+            for (int i = 0; i < wgs / 32; i++)
+                t += red[lid * wgs + i];
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid < MV_ROWS)
-            red[lid * MV_WGS] = t;
+            red[lid * wgs] = t;
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #else
     UNROLLED
     for (int j = 0; j < MV_ROWS; j++)
-        red[j * MV_WGS + lid] = acc[j];
+        red[j * wgs + lid] = acc[j];
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = MV_WGS / 2; s > 0; s >>= 1) {
+    for (int s = wgs / 2; s > 0; s >>= 1) {
         if (lid < s)
             for (int j = 0; j < MV_ROWS; j++)
-                red[j * MV_WGS + lid] += red[j * MV_WGS + lid + s];
+                red[j * wgs + lid] += red[j * wgs + lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 #endif
 }
 
 TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                       const int k, global const float *x, local float *red, const int group) {
+                       const int k, global const float *x, local float *red, const int group, const int wgs) {
     float acc[MV_ROWS];
-    matvec_acc(type, w, row_bytes, n_rows, k, x, group, acc);
-    matvec_reduce(acc, red);
+    matvec_acc(type, w, row_bytes, n_rows, k, x, group, acc, wgs);
+    matvec_reduce(acc, red, wgs);
 }
 
 TYPED void matvec(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                   const int k, global const float *x, global float *y, const int y_stride,
-                  local float *red, const int group) {
-    matvec_sums(type, w, row_bytes, n_rows, k, x, red, group);
+                  local float *red, const int group, const int wgs) {
+    matvec_sums(type, w, row_bytes, n_rows, k, x, red, group, wgs);
     const int lid = get_local_id(0), row0 = group * MV_ROWS;
     if (lid < MV_ROWS && row0 + lid < n_rows)
-        y[(size_t)get_group_id(1) * (size_t)y_stride + row0 + lid] = red[lid * MV_WGS];
+        y[(size_t)get_group_id(1) * (size_t)y_stride + row0 + lid] = red[lid * wgs];
 }
 
 /* quant/'s Q8_0 rounding of a block whose largest magnitude is amax: returns its scale d = amax /
@@ -336,10 +343,10 @@ TYPED int matvec3(const int type, const int type_v, global const uchar *w0, glob
      * work-item of the group outside any branch (PoCL miscompiled the branchy form) */
     float acc[MV_ROWS];
     if (type_v != type && which == 2)
-        matvec_acc(type_v, w2, row_bytes_v, n_rows, k, x, *group, acc);
+        matvec_acc(type_v, w2, row_bytes_v, n_rows, k, x, *group, acc, MV_WGS);
     else
-        matvec_acc(type, which == 0 ? w0 : which == 1 ? w1 : w2, row_bytes, n_rows, k, x, *group, acc);
-    matvec_reduce(acc, red);
+        matvec_acc(type, which == 0 ? w0 : which == 1 ? w1 : w2, row_bytes, n_rows, k, x, *group, acc, MV_WGS);
+    matvec_reduce(acc, red, MV_WGS);
     const int lid = get_local_id(0), row0 = *group * MV_ROWS;
     global float *y = which == 0 ? y0 : which == 1 ? y1 : y2;
     if (lid < MV_ROWS && row0 + lid < n_rows)
@@ -347,13 +354,49 @@ TYPED int matvec3(const int type, const int type_v, global const uchar *w0, glob
     return which;
 }
 
-#define MATVEC_KERNEL(name, type)                                                                          \
-    kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_##name(                          \
+/* matvec_glu's body for a work-group of wgs work-items. */
+TYPED void matvec_glu_group(const int type, global const uchar *w_gate, global const uchar *w_up,
+                            const ulong row_bytes, const int n_rows, const int k, global const float *x,
+                            global float *out, const int gelu, global uchar *x8, const int use_x8,
+                            volatile global uint *block_count, local float *red_gate, local float *red_up,
+                            local int *flag, const int wgs) {
+    matvec_sums(type, w_gate, row_bytes, n_rows, k, x, red_gate, get_group_id(0), wgs);
+    matvec_sums(type, w_up, row_bytes, n_rows, k, x, red_up, get_group_id(0), wgs);
+    const int lid = get_local_id(0), row = get_group_id(0) * MV_ROWS + lid;
+    if (lid < MV_ROWS && row < n_rows)
+        out[row] = glu_act(red_gate[lid * wgs], red_up[lid * wgs], gelu);
+    if (use_x8)
+        glu_block_x8(out, n_rows, x8, block_count, flag);
+}
+
+/* matvec_<name> and matvec_glu_<name> for work-groups of wgs work-items, kernels named with
+ * `suffix` (MATVEC_KERNEL's, and the wide ones below). */
+#define MATVEC_GLU_KERNELS(name, suffix, type, wgs)                                                        \
+    kernel __attribute__((reqd_work_group_size(wgs, 1, 1))) void matvec##suffix##name(                     \
         global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x, \
         global float *y, const int y_stride, const int y_offset) {                                           \
-        local float red[MV_ROWS * MV_WGS];                                                                   \
-        matvec(type, w, row_bytes, n_rows, k, x, y + y_offset, y_stride, red, get_group_id(0));             \
+        local float red[MV_ROWS * wgs];                                                                      \
+        matvec(type, w, row_bytes, n_rows, k, x, y + y_offset, y_stride, red, get_group_id(0), wgs);        \
     }                                                                                                        \
+    kernel __attribute__((reqd_work_group_size(wgs, 1, 1))) void matvec_glu##suffix##name(                 \
+        global const uchar *w_gate, global const uchar *w_up, const ulong row_bytes, const int n_rows,       \
+        const int k, global const float *x, global float *out, const int gelu, global uchar *x8,             \
+        const int use_x8, volatile global uint *block_count) {                                               \
+        local float red_gate[MV_ROWS * wgs], red_up[MV_ROWS * wgs];                                          \
+        local int flag;                                                                                      \
+        matvec_glu_group(type, w_gate, w_up, row_bytes, n_rows, k, x, out, gelu, x8, use_x8, block_count,    \
+                         red_gate, red_up, &flag, wgs);                                                      \
+    }
+
+#if MV_WIDE
+#define MATVEC_WIDE_KERNELS(name, type) MATVEC_GLU_KERNELS(name, _wide_, type, MV_WIDE)
+#else
+#define MATVEC_WIDE_KERNELS(name, type)
+#endif
+
+#define MATVEC_KERNEL(name, type)                                                                          \
+    MATVEC_GLU_KERNELS(name, _, type, MV_WGS)                                                              \
+    MATVEC_WIDE_KERNELS(name, type)                                                                        \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec3_##name(                         \
         global const uchar *w0, global const uchar *w1, global const uchar *w2, const ulong row_bytes,       \
         const int rows0, const int rows1, const int rows2, const int k, global const float *x,               \
@@ -362,20 +405,6 @@ TYPED int matvec3(const int type, const int type_v, global const uchar *w0, glob
         int group;                                                                                           \
         matvec3(type, type, w0, w1, w2, row_bytes, row_bytes, rows0, rows1, rows2, k, x, y0, y1, y2, red,    \
                 &group);                                                                                     \
-    }                                                                                                        \
-    kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_glu_##name(                      \
-        global const uchar *w_gate, global const uchar *w_up, const ulong row_bytes, const int n_rows,       \
-        const int k, global const float *x, global float *out, const int gelu, global uchar *x8,             \
-        const int use_x8, volatile global uint *block_count) {                                               \
-        local float red_gate[MV_ROWS * MV_WGS], red_up[MV_ROWS * MV_WGS];                                    \
-        local int flag;                                                                                      \
-        matvec_sums(type, w_gate, row_bytes, n_rows, k, x, red_gate, get_group_id(0));                       \
-        matvec_sums(type, w_up, row_bytes, n_rows, k, x, red_up, get_group_id(0));                           \
-        const int lid = get_local_id(0), row = get_group_id(0) * MV_ROWS + lid;                              \
-        if (lid < MV_ROWS && row < n_rows)                                                                   \
-            out[row] = glu_act(red_gate[lid * MV_WGS], red_up[lid * MV_WGS], gelu);                          \
-        if (use_x8)                                                                                          \
-            glu_block_x8(out, n_rows, x8, block_count, &flag);                                               \
     }
 
 MATVEC_KERNEL(f32, T_F32)
