@@ -5,6 +5,7 @@
 #  - the program compiles with NVIDIA's defaults (the tunables' values on an NVIDIA GPU; INLINE=1
 #    there, so no function that takes a weight type may be left as a function), and with
 #    INLINE=0 UNROLL=0;
+#  - with MV_WIDE=128 the wide decode products and GLUs (matvec_wide_<type>) are built too;
 #  - attention_mma carries its instructions (mma.sync, shfl.sync) and keeps its fragments and
 #    accumulators in registers: no local-memory depot, which a loop over a register array that
 #    the compiler does not unroll puts there (a silent slowdown; its loops say #pragma unroll);
@@ -23,7 +24,7 @@ fi
 # the program's files in the runtime's order (kernels/opencl/gen.mk)
 files=$(sed -n '/^OPENCL_CL *:=/,/[^\\]$/p' kernels/opencl/gen.mk | sed 's/^OPENCL_CL *:=//; s/\\//g' | tr -s ' \n' ' ')
 cat $files >"$tmp/program.cl"
-defaults="-DDOT8=2 -DMV_SHFL=1 -DSYNC=2 -DMMA=2 -DMV_WGS=64 -DMV_ROWS=4 -DMM_TN=128 -DMM_TM=128 -DMM_WN=8 -DMM_WM=8
+defaults="-DDOT8=2 -DMV_SHFL=1 -DSYNC=2 -DMMA=2 -DMV_WGS=64 -DMV_ROWS=4 -DMV_WIDE=128 -DMM_TN=128 -DMM_TM=128 -DMM_WN=8 -DMM_WM=8
           -DNORM_WGS=256 -DEW_WGS=64 -DATT_WGS=128 -DATT_KG=4 -DATT_KWARP=1 -DATT_WARPS=1 -DATT_MAX_D=256 -DATT_TQ=32
           -DMMA_TN=128 -DMMA_TM=64 -DMMA_WN=32 -DMMA_WM=32 -DFA_WARPS=4 -DINLINE=1 -DUNROLL=1"
 # OpenCL C has no `asm` keyword in clang; NVIDIA's compiler takes it as GNU C does
@@ -42,6 +43,11 @@ if $cc1 ${defaults/-DINLINE=1 -DUNROLL=1/-DINLINE=0 -DUNROLL=0} -S -o "$tmp/plai
 else
     cat "$tmp/clang.log"
     fail "INLINE=0 UNROLL=0: it does not compile for nvptx64"
+fi
+if grep -q "^\.entry matvec_wide_q4_k(" "$tmp/program.ptx" && grep -q "^\.entry matvec_glu_wide_q6_k(" "$tmp/program.ptx"; then
+    ok "MV_WIDE=128: the wide products and GLUs are built"
+else
+    fail "MV_WIDE=128: no matvec_wide_q4_k or matvec_glu_wide_q6_k in the PTX"
 fi
 # kernel_lines NAME: the PTX of one kernel
 kernel_lines() { awk -v k=".entry $1(" 'index($0, k) == 1 { on = 1 } on { print } on && /^}/ { exit }' "$tmp/program.ptx"; }
