@@ -2141,8 +2141,9 @@ int main(void) {
         const struct CMUnitTest products[] = {
             cmocka_unit_test(test_matmul_every_type), cmocka_unit_test(test_matmul_small_shapes),
             cmocka_unit_test(test_matmul_shared),     cmocka_unit_test(test_matmul_glu),
-            cmocka_unit_test(test_matmul_wide),       cmocka_unit_test(test_split_weights),     cmocka_unit_test(test_norm_then_product),
-            cmocka_unit_test(test_attention_then_product), cmocka_unit_test(test_last_group_steps),
+            cmocka_unit_test(test_matmul_wide),       cmocka_unit_test(test_split_weights),
+            cmocka_unit_test(test_norm_then_product), cmocka_unit_test(test_attention_then_product),
+            cmocka_unit_test(test_last_group_steps),
         };
         failed += cmocka_run_group_tests(products, NULL, NULL);
         g_params.build_options = opts; /* other ends here */

@@ -64,7 +64,7 @@ const char *tern_cl_status_name(cl_int status);
 /* Values of the -D tunables the program was built with; the host sizes its launches by them. */
 typedef struct tern_cl_tunables {
     int mv_wgs, mv_rows, mv_shfl;   /* matvec.cl */
-    int mv_wide; /* matvec.cl's MV_WIDE: work-items of the wide product and GLU (0: not built) */
+    int mv_wide;                    /* matvec.cl's MV_WIDE: the wide product and GLU's groups (0: none) */
     int dot8;                       /* common.cl's DOT8: 0 f32 products, 1 int8 portable, 2 dp4a */
     int mm_tn, mm_tm, mm_wn, mm_wm; /* matmul.cl */
     int norm_wgs, norm_held, ew_wgs; /* ops.cl */

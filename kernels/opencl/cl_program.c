@@ -229,8 +229,8 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
     if (t->mma && (t->mma_wn % 16 || t->mma_wm % 8 || t->mma_tn % t->mma_wn || t->mma_tm % t->mma_wm))
         return tern_error_set(err, TERN_ERR_INVALID_ARG,
                               "MMA_WN must be a multiple of 16, MMA_WM of 8, and they must divide MMA_TN, MMA_TM");
-    const size_t needs[] = {(size_t)t->mv_wgs, (size_t)t->mv_wide, (size_t)mm_threads, (size_t)t->norm_wgs, (size_t)t->att_wgs,
-                            (size_t)t->ew_wgs, t->mma ? (size_t)mma_threads : 1,
+    const size_t needs[] = {(size_t)t->mv_wgs, (size_t)t->mv_wide, (size_t)mm_threads, (size_t)t->norm_wgs,
+                            (size_t)t->att_wgs, (size_t)t->ew_wgs, t->mma ? (size_t)mma_threads : 1,
                             t->mma ? (size_t)(32 * t->fa_warps) : 1};
     for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
         if (needs[i] > max_wg)
