@@ -96,6 +96,19 @@ static tern_opencl_params with_options(const char *extra, char *buf, size_t cap)
     return p;
 }
 
+/* A handle built with g_params' options and `extra` (buf holds them), profiling into rec: its
+ * profile table is rec->text once the handle is freed. */
+static tern_cl *open_profiled(const char *extra, char *buf, size_t cap, log_record *rec) {
+    tern_opencl_params p = with_options(extra, buf, cap);
+    p.profile = true;
+    const tern_logger log = {record_log, rec};
+    tern_cl *cl = NULL;
+    tern_error err = {0};
+    if (tern_cl_create(g_device, &p, &log, &cl, &err) != TERN_OK)
+        fail_msg("tern_cl_create: %s", err.message);
+    return cl;
+}
+
 static cl_mem put(tern_cl *cl, const void *data, size_t bytes) {
     tern_error err = {0};
     cl_mem m;
@@ -350,13 +363,9 @@ static void test_matmul_glu(void **state) {
 static void test_matmul_wide(void **state) {
     (void)state;
     char options[600];
-    tern_opencl_params p = with_options("-DMV_WIDE=128", options, sizeof options);
-    p.profile = true;
     log_record rec = {0};
-    const tern_logger log = {record_log, &rec};
-    tern_cl *cl = NULL;
+    tern_cl *cl = open_profiled("-DMV_WIDE=128", options, sizeof options, &rec);
     tern_error err = {0};
-    assert_int_equal(tern_cl_create(g_device, &p, &log, &cl, &err), TERN_OK);
     const uint32_t types[] = {TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, TERN_TYPE_Q8_0, TERN_TYPE_F16};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const int64_t ks[] = {4096 + 256, 2048}; /* 136 pieces (wide, with a tail), 64 (plain) */
@@ -803,15 +812,10 @@ static void test_kv_attention(void **state) {
      * f32), so that attention_warps writes its 8-bit output too. */
     char options[600];
     const bool f32 = strcmp(tern_cl_products_name(g_cl), "f32") == 0;
-    tern_opencl_params p = with_options(f32 ? "-DATT_TQ=16 -DATT_KG=1 -DATT_WARPS=1 -DDOT8=1"
-                                            : "-DATT_TQ=16 -DATT_KG=1 -DATT_WARPS=1",
-                                        options, sizeof options);
-    p.profile = true;
     log_record rec = {0};
-    const tern_logger log = {record_log, &rec};
-    tern_cl *cl = NULL;
-    tern_error err = {0};
-    assert_int_equal(tern_cl_create(g_device, &p, &log, &cl, &err), TERN_OK);
+    tern_cl *cl = open_profiled(f32 ? "-DATT_TQ=16 -DATT_KG=1 -DATT_WARPS=1 -DDOT8=1"
+                                    : "-DATT_TQ=16 -DATT_KG=1 -DATT_WARPS=1",
+                                options, sizeof options, &rec);
     check_kv_attention(cl, 150, 50, 0);
     check_kv_attention(cl, 150, 50, 3);
     check_kv_attention(cl, 190, 10, 0);
@@ -1200,6 +1204,9 @@ static void test_build_failure(void **state) {
     p.build_options = "-DMV_WGS=48"; /* a bad tunable is refused before building */
     assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "power of two"));
+    p.build_options = "-DMV_WIDE=2"; /* groups too small for MV_ROWS' sums */
+    assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "must be at least MV_ROWS=4"));
     p.build_options = "-DMV_ROWS=x";
     assert_int_equal(tern_cl_create(g_device, &p, NULL, &cl, &err), TERN_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "opencl.build_options: -DMV_ROWS needs an integer"));

@@ -143,7 +143,7 @@ static void product_launch(tern_cl *cl, cl_kernel kernel, const char *name, int 
 /* Whether a decode product over w takes the wide kernels (MV_WIDE): rows of at least a piece of
  * 32 per work-item of theirs. */
 static bool wide_rows(const tern_cl *cl, const tern_cl_matrix *w, cl_kernel wide) {
-    return wide && cl->tune.mv_wide && w->k / 32 >= cl->tune.mv_wide;
+    return wide && w->k / 32 >= cl->tune.mv_wide; /* a wide kernel exists only with MV_WIDE */
 }
 
 /* The kernels read rows in pieces of 32 elements. */

@@ -222,6 +222,11 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         return tern_error_set(err, TERN_ERR_INVALID_ARG,
                               "MM_TN/MM_WN and MM_TM/MM_WM must divide, and MM_TN <= the %d work-items",
                               mm_threads);
+    /* a product's group stores its MV_ROWS sums from its first MV_ROWS work-items */
+    if (t->mv_wgs < t->mv_rows || (t->mv_wide && t->mv_wide < t->mv_rows))
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "MV_WGS=%d and MV_WIDE=%d (when not 0) must be at least MV_ROWS=%d", t->mv_wgs,
+                              t->mv_wide, t->mv_rows);
     if (t->att_wgs % t->att_kg)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "ATT_KG=%d must divide ATT_WGS=%d", t->att_kg,
                               t->att_wgs);
