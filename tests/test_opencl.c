@@ -409,6 +409,76 @@ static void test_matmul_wide(void **state) {
             fail_msg("no '%s' row in the profile: %s", need[i] + 3, rec.text);
 }
 
+static void expect_close(const char *what, const float *got, const float *want, int64_t n, float tol);
+
+/* NORM_LEAD: the residual run by the next product's lead work-groups (fused.cl) against
+ * add_rmsnorm's own launch, then the product, on a handle without it: h and the norm's output
+ * within f32 rounding (the squares summed in another order: by the product's work-group, and
+ * by slices with two leads, which run only where the device runs two work-groups at once), the
+ * GLU's output within the 8-bit rounding that may follow, with and without the branch's norm
+ * (one lead), three tokens in a row, and no add_rmsnorm launch left. */
+static void check_norm_lead(int leads) {
+    char extra[96], extra0[48], opts[700], opts0[700];
+    snprintf(extra0, sizeof extra0, "-DRES_MAX=0 -DNORM_LEADS=%d", leads);
+    snprintf(extra, sizeof extra, "%s -DNORM_LEAD=3", extra0);
+    log_record rec = {0};
+    tern_cl *cl = open_profiled(extra, opts, sizeof opts, &rec);
+    const tern_opencl_params p0 = with_options(extra0, opts0, sizeof opts0);
+    tern_cl *cl0 = open_with(&p0);
+    tern_error err = {0};
+    const int64_t rows = 67, k = 512;
+    weights wg = make_weights(TERN_TYPE_Q4_K, rows, k), wu = make_weights(TERN_TYPE_Q4_K, rows, k);
+    float *h = random_floats((size_t)k, 2.0f), *t = random_floats((size_t)k, 1.0f);
+    float *bn = random_floats((size_t)k, 1.5f), *nn = random_floats((size_t)k, 1.5f);
+    float got[2][3][512];
+    for (int use_bw = 0; use_bw < 2; use_bw++) {
+        for (int c = 0; c < 2; c++) {
+            tern_cl *z = c == 0 ? cl : cl0;
+            tern_cl_matrix *g, *u;
+            assert_int_equal(tern_cl_matrix_upload(z, wg.type, k, rows, wg.q, &g, &err), TERN_OK);
+            assert_int_equal(tern_cl_matrix_upload(z, wu.type, k, rows, wu.q, &u, &err), TERN_OK);
+            cl_mem hd = put(z, h, sizeof(float) * (size_t)k), td = put(z, t, sizeof(float) * (size_t)k),
+                   bd = put(z, bn, sizeof(float) * (size_t)k), nd = put(z, nn, sizeof(float) * (size_t)k),
+                   od = put(z, NULL, sizeof(float) * (size_t)k), gd = put(z, NULL, sizeof(float) * (size_t)k);
+            for (int token = 0; token < 3; token++) { /* the words' generations move on */
+                tern_cl_add_rmsnorm(z, td, use_bw ? bd : NULL, 0.5f, hd, nd, k, 1, 1e-5f, od);
+                tern_cl_matmul_glu(z, g, u, od, false, gd);
+            }
+            get(z, hd, got[c][0], sizeof(float) * (size_t)k);
+            get(z, od, got[c][1], sizeof(float) * (size_t)k);
+            get(z, gd, got[c][2], sizeof(float) * (size_t)rows);
+            const cl_mem bufs[] = {hd, td, bd, nd, od, gd};
+            for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+                tern_cl_release(z, bufs[i], 0);
+            tern_cl_matrix_free(z, g);
+            tern_cl_matrix_free(z, u);
+        }
+        const int64_t n[3] = {k, k, rows};
+        const char *what[3] = {"h", "the norm's output", "the GLU's output"};
+        for (int i = 0; i < 3; i++)
+            expect_close(what[i], got[0][i], got[1][i], n[i], i == 2 ? 2e-3f : 2e-5f);
+    }
+    tern_cl_free(cl0);
+    tern_cl_free(cl);
+    if (strstr(rec.text, "\n  add_rmsnorm "))
+        fail_msg("an add_rmsnorm launch with NORM_LEAD: %s", rec.text);
+    if (!strstr(rec.text, "\n  matvec_glu_q4_k "))
+        fail_msg("no matvec_glu_q4_k row: %s", rec.text);
+    free_weights(&wg);
+    free_weights(&wu);
+    free(h);
+    free(t);
+    free(bn);
+    free(nn);
+}
+
+static void test_norm_lead(void **state) {
+    (void)state;
+    check_norm_lead(1);
+    if (tern_cl_device(g_cl)->compute_units >= 2) /* two leads wait for each other */
+        check_norm_lead(2);
+}
+
 static void test_matmul_shared(void **state) {
     (void)state;
     const int64_t rows[3] = {67, 13, 1}, k = 768;
@@ -929,8 +999,6 @@ static void test_attention_then_product(void **state) {
 }
 
 /* ---- steps finished by a launch's last work-group (SYNC) ---- */
-
-static void expect_close(const char *what, const float *got, const float *want, int64_t n, float tol);
 
 /* The product + residual of one launch (matvec_res) against the product, then add_rmsnorm on a
  * handle built with SYNC=0 (launches of their own): h and out within f32 rounding (the norms sum
@@ -2103,6 +2171,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_shared),
         cmocka_unit_test(test_matmul_glu),
         cmocka_unit_test(test_matmul_wide),
+        cmocka_unit_test(test_norm_lead),
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_norm_then_product),
@@ -2148,7 +2217,8 @@ int main(void) {
         const struct CMUnitTest products[] = {
             cmocka_unit_test(test_matmul_every_type), cmocka_unit_test(test_matmul_small_shapes),
             cmocka_unit_test(test_matmul_shared),     cmocka_unit_test(test_matmul_glu),
-            cmocka_unit_test(test_matmul_wide),       cmocka_unit_test(test_split_weights),
+            cmocka_unit_test(test_matmul_wide),       cmocka_unit_test(test_norm_lead),
+            cmocka_unit_test(test_split_weights),
             cmocka_unit_test(test_norm_then_product), cmocka_unit_test(test_attention_then_product),
             cmocka_unit_test(test_last_group_steps),
         };

@@ -42,7 +42,7 @@ static bool arg_unchanged(tern_cl_arg_memo *m, int i, const tern_cl_arg *a) {
         return false;
     uint64_t v = 0;
     memcpy(&v, a->value, a->size);
-    const uint32_t bit = 1u << i;
+    const uint64_t bit = (uint64_t)1 << i;
     if ((m->known & bit) && m->size[i] == a->size && m->value[i] == v)
         return true;
     m->known |= bit;
@@ -53,6 +53,7 @@ static bool arg_unchanged(tern_cl_arg_memo *m, int i, const tern_cl_arg *a) {
 
 void tern_cl_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args, const tern_cl_arg *args,
                     cl_uint dims, const size_t *global, const size_t *local, uint64_t bytes) {
+    tern_cl_settle(cl);
     if (cl->failed)
         return;
     const double t0 = tern_cl_profile_clock(cl);
@@ -153,6 +154,7 @@ int64_t tern_cl_max_head_dim(const tern_cl *cl) {
 }
 
 tern_status tern_cl_finish(tern_cl *cl, tern_error *err) {
+    tern_cl_settle(cl);
     if (!cl->failed) {
         const double t0 = tern_cl_profile_clock(cl), w0 = tern_now_s();
         cl_int rc = cl->api.Finish(cl->queue);
@@ -211,6 +213,7 @@ void tern_cl_forget_rounded(tern_cl *cl, cl_mem mem) {
 void tern_cl_release(tern_cl *cl, cl_mem mem, size_t bytes) {
     if (!mem)
         return;
+    tern_cl_settle(cl); /* it may read or write mem */
     tern_cl_forget_rounded(cl, mem); /* a later buffer may get the same handle */
     for (int i = 0; i < TERN_CL_MEMO_SLOTS; i++) /* so a kernel argument equal to it is set again */
         cl->arg_memo[i].known = 0;
@@ -284,6 +287,7 @@ void tern_cl_x8_holds(tern_cl *cl, cl_mem x, int64_t width, int64_t n_rows) {
 }
 
 tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, void *host, tern_error *err) {
+    tern_cl_settle(cl);
     if (!cl->failed) {
         const double t0 = tern_cl_profile_clock(cl), w0 = tern_now_s();
         cl_int rc = cl->api.EnqueueReadBuffer(cl->queue, mem, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
@@ -297,6 +301,7 @@ tern_status tern_cl_read(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, v
 
 tern_status tern_cl_write(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, const void *host,
                           tern_error *err) {
+    tern_cl_settle(cl);
     tern_cl_forget_rounded(cl, mem);
     if (!cl->failed) {
         const double t0 = tern_cl_profile_clock(cl);
@@ -312,6 +317,7 @@ tern_status tern_cl_write(tern_cl *cl, cl_mem mem, size_t offset, size_t bytes, 
 }
 
 void tern_cl_copy(tern_cl *cl, cl_mem src, size_t src_offset, cl_mem dst, size_t dst_offset, size_t bytes) {
+    tern_cl_settle(cl);
     tern_cl_forget_rounded(cl, dst);
     if (cl->failed || bytes == 0)
         return;
@@ -599,6 +605,7 @@ tern_status tern_cl_attach(const tern_cl *device, const tern_opencl_params *para
 void tern_cl_free(tern_cl *cl) {
     if (!cl)
         return;
+    cl->lead.owed = false; /* nothing reads its output now */
     if (cl->queue && cl->api.Finish(cl->queue) == CL_SUCCESS)
         tern_cl_profile_collect(cl);
     tern_cl_profile_log_free(cl);
@@ -622,6 +629,7 @@ void tern_cl_free(tern_cl *cl) {
     for (int i = 0; i < 2; i++)
         tern_cl_release(cl, cl->x8[i], cl->x8_bytes[i]);
     tern_cl_release(cl, cl->counters, cl->counters_bytes);
+    tern_cl_release(cl, cl->lead_words, TERN_CL_LEAD_WORDS * sizeof(cl_uint));
     tern_cl_release(cl, cl->xh.buf, cl->xh.bytes);
     tern_cl_release(cl, cl->xi.buf, cl->xi.bytes);
     if (cl->program && !cl->attached)

@@ -74,6 +74,9 @@ typedef struct tern_cl_tunables {
     int mma_i8; /* matmul_mma_q4_k on int8 tensor cores, x rounded by mma_x8 */
     int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */
     int res_max;      /* matvec_res for residuals up to this wide (host only) */
+    int norm_lead;    /* fused.cl's NORM_LEAD: 1 the GLU, 2 matvec3_rope, 3 both run the residual before them */
+    int norm_leads;   /* their most lead work-groups (host only) */
+    int lead_flags;   /* fused.cl's LEAD_FLAGS: copies of the leads' done flag (kernel only) */
     int att_span_min; /* decode attention's fewest keys per span (host only) */
     int att_kwarp;    /* attention.cl's ATT_KWARP: key rows' dots by warps (kernel only) */
     int att_warps;    /* decode attention by attention_warps where it applies (host only) */
@@ -127,11 +130,11 @@ typedef struct tern_cl_profile {
 /* The arguments tern_cl_launch last set on one kernel, so that a launch sets only those that
  * changed (a decode token launches the same few kernels hundreds of times, most arguments the
  * same each time). Values of up to 8 bytes; local-memory and larger arguments are always set. */
-#define TERN_CL_MEMO_ARGS 32
+#define TERN_CL_MEMO_ARGS 64
 #define TERN_CL_MEMO_SLOTS 64
 typedef struct tern_cl_arg_memo {
     cl_kernel kernel;
-    uint32_t known; /* bit i: value[i] is argument i's value on the kernel */
+    uint64_t known; /* bit i: value[i] is argument i's value on the kernel */
     uint8_t size[TERN_CL_MEMO_ARGS];
     uint64_t value[TERN_CL_MEMO_ARGS];
 } tern_cl_arg_memo;
@@ -208,6 +211,17 @@ struct tern_cl {
     tern_cl_rounded xh, xi;
     cl_mem counters; /* arrive_last's counters (SYNC), zeroed, grown on first use */
     size_t counters_bytes;
+    /* NORM_LEAD: a residual of one token (add_rmsnorm's arguments) whose launch is owed: the next
+     * product whose input is its output (x8, or out where x8 is NULL) runs it in its lead work-group (fused.cl;
+     * tern_cl_take_lead), and anything else enqueued first launches it (tern_cl_settle).
+     * lead_words: those products' ticket and generation, zeroed once. */
+    struct {
+        bool owed;
+        cl_mem y, t, w, out, bw, x8;
+        cl_int n, use_bw;
+        float eps, ts;
+    } lead;
+    cl_mem lead_words;
 
     int64_t fail_after;       /* opencl.fail_after: launches until an injected failure (tests), 0 = never */
     tern_cl_profile *profile; /* with opencl.profile, else NULL */
@@ -287,6 +301,32 @@ void tern_cl_forget_rounded(tern_cl *cl, cl_mem mem);
 /* A buffer of at least n zeroed counters for arrive_last (common.cl), which leaves them zero;
  * NULL, with the failure remembered, when the device cannot allocate it. */
 cl_mem tern_cl_counters(tern_cl *cl, size_t n);
+
+/* An owed residual (NORM_LEAD, above) launched as add_rmsnorm now: before anything else is
+ * enqueued that might read or write its buffers (every enqueue of cl_device.c calls it). */
+void tern_cl_settle(tern_cl *cl);
+/* The lead arguments of matvec_glu and matvec3_rope (fused.cl's LEAD_PARAMS), in order. */
+typedef struct tern_cl_lead_args {
+    cl_int lead; /* the leads, 0: none */
+    cl_mem words, y, t, w;
+    cl_int n;
+    float eps;
+    cl_mem out;
+    cl_int use_x8;
+    float ts;
+    cl_mem bw;
+    cl_int use_bw;
+} tern_cl_lead_args;
+#define TERN_CL_LEAD_N_ARGS 12
+/* Fills a (lead 1) with the owed residual and takes it over when the launch about to be made
+ * reads its output xv (8-bit where the residual rounds it, else f32) in `groups` work-groups and
+ * `which` (1: the GLU, 2: matvec3_rope) is in NORM_LEAD; else a->lead is 0 (an owed residual is
+ * then launched by the product's own launch).
+ * Writes the TERN_CL_LEAD_N_ARGS arguments at args. */
+void tern_cl_take_lead(tern_cl *cl, int which, cl_mem xv, size_t groups, int wgs, tern_cl_lead_args *a,
+                       tern_cl_arg *args);
+/* fused.cl's lead_words: LEAD_FLAG + a line for each of its LEAD_FLAGS (up to 16) */
+#define TERN_CL_LEAD_WORDS (256 + 32 * 16)
 
 /* Sets the arguments and enqueues `kernel` (named `name` in failure messages and the profile)
  * over `global` work-items in groups of `local`; each global size is rounded up to a multiple of

@@ -284,10 +284,12 @@ bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_me
     const cl_mem xv = product_input(cl, w[0], x, 1), y[3] = {a->q, a->k, a->v};
     cl_mem wm[3], ym[3];
     cl_int rows[3];
-    tern_cl_arg args[27];
+    tern_cl_arg args[27 + TERN_CL_LEAD_N_ARGS];
     uint64_t bytes;
     const size_t global[1] = {
         shared_args(cl, w, v_apart ? 2 : 3, &xv, y, wm, rows, ym, &row_bytes, &k, args, &bytes)};
+    tern_cl_lead_args lead;
+    tern_cl_take_lead(cl, 2, xv, global[0] / (size_t)cl->tune.mv_wgs, cl->tune.mv_wgs, &lead, args + 27);
     ym[2] = a->v; /* with v_apart no rows of it, but y2 is v's values, copied into the cache */
     const tern_cl_arg rope[15] = {TERN_CL_ARG(a->kc),     TERN_CL_ARG(a->vc),      TERN_CL_ARG(hd),
                                   TERN_CL_ARG(nr),        TERN_CL_ARG(nx),         TERN_CL_ARG(a->cos_sin),
@@ -297,7 +299,8 @@ bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_me
     memcpy(args + 12, rope, sizeof rope);
     const size_t local[1] = {(size_t)cl->tune.mv_wgs};
     product_launch(cl, v_paired ? v6 : cl->matvec3_rope[w[0]->type],
-                   v_paired ? cl->names_v6[w[0]->type] : cl->names[7][w[0]->type], 27, args, 1, global, local,
+                   v_paired ? cl->names_v6[w[0]->type] : cl->names[7][w[0]->type], 27 + TERN_CL_LEAD_N_ARGS, args, 1,
+                   global, local,
                    bytes + (uint64_t)(a->n_head * a->n_rot * 8 + (a->n_head_kv * a->head_dim + a->v_width) * 6));
     return true;
 }
@@ -313,22 +316,17 @@ void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_m
     cl_mem x8 = t->sync ? tern_cl_x8_for(cl, rows, 1) : NULL;
     cl_mem counters = x8 ? tern_cl_counters(cl, (size_t)rows / 32) : NULL;
     const cl_int use_x8 = counters != NULL;
-    const tern_cl_arg args[] = {TERN_CL_ARG(gate->parts[0].mem),
-                                TERN_CL_ARG(up->parts[0].mem),
-                                TERN_CL_ARG(row_bytes),
-                                TERN_CL_ARG(rows),
-                                TERN_CL_ARG(k),
-                                TERN_CL_ARG(xv),
-                                TERN_CL_ARG(out),
-                                TERN_CL_ARG(g),
-                                TERN_CL_ARG(x8),
-                                TERN_CL_ARG(use_x8),
-                                TERN_CL_ARG(counters)};
+    tern_cl_arg args[11 + TERN_CL_LEAD_N_ARGS] = {
+        TERN_CL_ARG(gate->parts[0].mem), TERN_CL_ARG(up->parts[0].mem), TERN_CL_ARG(row_bytes), TERN_CL_ARG(rows),
+        TERN_CL_ARG(k),                  TERN_CL_ARG(xv),               TERN_CL_ARG(out),       TERN_CL_ARG(g),
+        TERN_CL_ARG(x8),                 TERN_CL_ARG(use_x8),           TERN_CL_ARG(counters)};
     const bool wide = wide_rows(cl, gate, cl->matvec_glu_wide[gate->type]);
-    const size_t wgs = (size_t)(wide ? t->mv_wide : t->mv_wgs);
-    const size_t global[1] = {(size_t)((rows + t->mv_rows - 1) / t->mv_rows) * wgs}, local[1] = {wgs};
+    const size_t wgs = (size_t)(wide ? t->mv_wide : t->mv_wgs), groups = (size_t)((rows + t->mv_rows - 1) / t->mv_rows);
+    const size_t global[1] = {groups * wgs}, local[1] = {wgs};
+    tern_cl_lead_args lead;
+    tern_cl_take_lead(cl, 1, xv, groups, (int)wgs, &lead, args + 11);
     product_launch(cl, wide ? cl->matvec_glu_wide[gate->type] : cl->matvec_glu[gate->type],
-                   cl->names[wide ? 9 : 4][gate->type], 11, args, 1, global, local,
+                   cl->names[wide ? 9 : 4][gate->type], 11 + TERN_CL_LEAD_N_ARGS, args, 1, global, local,
                    2 * (uint64_t)rows * gate->row_bytes + (uint64_t)(k + rows) * 4);
     if (use_x8)
         tern_cl_x8_holds(cl, out, rows, 1);

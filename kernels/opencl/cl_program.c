@@ -146,6 +146,13 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         {"SYNC", &t->sync, 0, false, 0, 2},
         /* matvec_res's last group walks the whole residual alone (up to this wide) */
         {"RES_MAX", &t->res_max, BIG, false, 0, BIG},
+        /* the GLU (1), matvec3_rope (2) or both (3) run the residual before them in their first
+         * work-group, the others waiting for it after their first loads (fused.cl; with SYNC) */
+        {"NORM_LEAD", &t->norm_lead, 0, false, 0, 3},
+        /* at most this many lead work-groups, each a slice of the residual (they wait for each
+         * other: GPUs only, where every started work-group keeps running) */
+        {"NORM_LEADS", &t->norm_leads, 1, true, 1, 64},
+        {"LEAD_FLAGS", &t->lead_flags, 16, false, 1, 16},
         /* decode attention's keys per span at least this: shorter spans leave most of a work-group
          * idle and add to the merge, longer ones leave the device idle (on an H100 at 512-576
          * keys: 128 and 64 decode 18 % faster than 32, 256 and 1024 slower; docs/benchmarks.md) */

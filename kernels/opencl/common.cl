@@ -480,6 +480,32 @@ static inline void device_fence(void) {
 #endif
 }
 
+/* NORM_LEAD (fused.cl) counts work-groups in words of a count (low 20 bits) and a generation (the
+ * 12 bits above), which the last of `total` arrivals moves on with a count of 0: lead_arrive adds
+ * this group and returns the word before. */
+#define LEAD_COUNT 0xFFFFFu
+#define LEAD_GEN (LEAD_COUNT + 1u)
+#define LEAD_GENS (0xFFFFFFFFu / LEAD_GEN)
+static inline uint lead_arrive(volatile global uint *word, const uint total) {
+    const uint before = atomic_inc(word);
+    if ((before & LEAD_COUNT) == total - 1)
+        atomic_add(word, LEAD_GEN - total);
+    return before;
+}
+
+/* Waits until *flag is gen, then sees the stores made before it was set (NORM_LEAD: the
+ * product's x, written by its lead work-groups; the caller has issued its first weight loads,
+ * which stay in flight meanwhile). The leads are started work-groups that wait only for each
+ * other, so the wait ends on a device that keeps running started work-groups. */
+static inline void wait_lead(volatile global uint *flag, const uint gen) {
+    while (*flag != gen) {
+#if SYNC == 2
+        asm volatile("nanosleep.u32 200;");
+#endif
+    }
+    device_fence();
+}
+
 /* Adds `count` to *counter for this work-group, after every work-item's stores; true, in every
  * work-item of the group, when that made it reach `total`: the caller's group is the last and
  * every counted group's stores are visible to it. `flag`: one int of local memory. */

@@ -11,7 +11,149 @@
  *   counter: one uint, 0 between launches. Global size ceil(n_rows / MV_ROWS) * MV_WGS; n_rows
  *   is the residual's width.
  * matvec3_rope_<type>: q, k and v, then their rope and KV store (below).
+ * matvec_glu_<type>: the GLU's two products and its activation (matvec.cl's matvec_glu_group).
+ * The last two may also run the residual before them (NORM_LEAD, below).
  */
+
+/* NORM_LEAD (a tunable; 0: off): a decode product whose input x is the output of the residual
+ * before it (add_rmsnorm_row of one token, n wide) computes that residual itself, where the host
+ * would launch add_rmsnorm. The first `lead` work-groups to start (by tickets) are its leads:
+ * with one, it runs add_rmsnorm_row; with g of them, lead i adds slice i of the row (n / g wide, a
+ * multiple of 32), publishes its sum of squares, waits for the g sums (every lead has started:
+ * they took the first tickets), and normalizes and rounds its slice, then waits for the other
+ * leads. Every other group loads its first weights, then waits until all leads are done
+ * (wait_lead) before it reads x.
+ * One launch fewer, and the norm's time under the weights' loads.
+ * lead_words (uints, zeroed once by the host; each in a line of its own): [0] the tickets,
+ * [LEAD_ARRIVE] the leads' sums counted in, [LEAD_DONE] the leads done, [LEAD_PART + i] lead i's
+ * sum (a float's bits), and LEAD_FLAGS copies of the generation whose x is ready, which the last
+ * lead done sets and the other groups wait at (group r at copy r % LEAD_FLAGS: thousands of
+ * waiting groups polling one line slow the cache that serves it). [0] and [LEAD_DONE] move on one
+ * generation per launch together. The norm's
+ * arguments are add_rmsnorm's; the product's x is its output: lout, or with luse_x8 its 8 bits
+ * (levels, then scales). Returns where the group's product waits and in *gen for what. */
+#ifndef NORM_LEAD
+#define NORM_LEAD 0
+#endif
+#define LEAD_ARRIVE 32
+#define LEAD_DONE 64
+#define LEAD_PART 96
+#define LEAD_FLAG 256
+#ifndef LEAD_FLAGS
+#define LEAD_FLAGS 16
+#endif
+#define LEAD_PARAMS                                                                                          \
+    const int lead, volatile global uint *lead_words, global float *ly, global const float *lt,             \
+        global const float *lw, const int ln, const float leps, global float *lout, const int luse_x8,      \
+        const float lts, global const float *lbw, const int luse_bw
+#define LEAD_ARGS lead, lead_words, ly, lt, lw, ln, leps, lout, luse_x8, lts, lbw, luse_bw
+/* local floats a product with a lead needs per work-item (matvec_reduce's, add_rmsnorm_row's) */
+#define LEAD_RED (MV_ROWS > NORM_HELD ? MV_ROWS : NORM_HELD)
+
+/* Lead i of g: the residual's slice i (n / g wide, up to NORM_HELD float4s per work-item), the
+ * arithmetic of add_rmsnorm_row without the branch's norm. */
+static inline void lead_slice(const uint i, const uint g, LEAD_PARAMS, global uchar *x8, local float *red,
+                              const int wgs) {
+    const int lid = get_local_id(0), s4 = ln / 4 / (int)g, at = (int)i * s4;
+    float4 v[NORM_HELD], wv[NORM_HELD], acc = 0.0f;
+    UNROLLED
+    for (int j = 0; j < NORM_HELD; j++) {
+        const int k = j * wgs + lid;
+        v[j] = k < s4 ? vload4(at + k, ly) + lts * vload4(at + k, lt) : 0.0f;
+        wv[j] = k < s4 ? vload4(at + k, lw) : 0.0f;
+    }
+    UNROLLED
+    for (int j = 0; j < NORM_HELD; j++) {
+        if (j * wgs + lid < s4)
+            vstore4(v[j], at + j * wgs + lid, ly);
+        acc = mad(v[j], v[j], acc);
+    }
+    const float part = norm_sum((acc.x + acc.y) + (acc.z + acc.w), red, wgs);
+    if (lid == 0)
+        lead_words[LEAD_PART + i] = as_uint(part);
+    device_fence();
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) {
+        device_fence();
+        const uint gen = lead_arrive(lead_words + LEAD_ARRIVE, g) / LEAD_GEN;
+        while (lead_words[LEAD_ARRIVE] / LEAD_GEN == gen)
+            ;
+        device_fence();
+        float sum = 0.0f; /* the same order in every lead: the same scale */
+        for (uint q = 0; q < g; q++)
+            sum += as_float(lead_words[LEAD_PART + q]);
+        red[0] = sum;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float scale = 1.0f / sqrt(red[0] / (float)ln + leps);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float4 o[NORM_HELD];
+    float m[NORM_HELD];
+    UNROLLED
+    for (int j = 0; j < NORM_HELD; j++) {
+        o[j] = v[j] * scale * wv[j];
+        if (j * wgs + lid < s4)
+            vstore4(o[j], at + j * wgs + lid, lout);
+        const float4 a = fabs(o[j]);
+        m[j] = fmax(fmax(a.x, a.y), fmax(a.z, a.w));
+    }
+    if (!luse_x8)
+        return;
+    max_of_8(m, red, wgs); /* slices start at blocks of 32: 8 neighbours hold a block */
+    UNROLLED
+    for (int j = 0; j < NORM_HELD; j++) {
+        const int k = at + j * wgs + lid;
+        float id;
+        const float d = x8_scale(m[j], &id);
+        if (j * wgs + lid < s4) {
+            ((global char4 *)x8)[k] = x8_levels(o[j], id);
+            if ((k & 7) == 0)
+                vstore_half(d, (size_t)(k / 8), (global half *)(x8 + ln));
+        }
+    }
+}
+
+static inline volatile global uint *lead_norm(LEAD_PARAMS, global uchar *x8, local float *red, local uint *ticket,
+                                              uint *gen, const int wgs) {
+    *gen = 0;
+#if NORM_LEAD
+    if (!lead)
+        return NULL;
+    const uint g = (uint)lead;
+    if (get_local_id(0) == 0)
+        *ticket = lead_arrive(lead_words, get_num_groups(0));
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint t = *ticket, i = t & LEAD_COUNT;
+    *gen = (t / LEAD_GEN + 1u) & LEAD_GENS; /* [LEAD_DONE]'s once the leads are done */
+    if (i >= g)
+        return lead_words + LEAD_FLAG + 32 * (get_group_id(0) % LEAD_FLAGS);
+    if (g == 1)
+        add_rmsnorm_row(ly, lt, lw, ln, leps, lout, lts, lbw, luse_bw, x8, (global half *)(x8 + ln), luse_x8, red,
+                        wgs);
+    else
+        lead_slice(i, g, LEAD_ARGS, x8, red, wgs);
+    device_fence();
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0) {
+        device_fence();
+        if ((lead_arrive(lead_words + LEAD_DONE, g) & LEAD_COUNT) == g - 1) {
+            device_fence(); /* every lead's stores are seen by the last: published with the flags */
+            for (int r = 0; r < LEAD_FLAGS; r++)
+                lead_words[LEAD_FLAG + 32 * r] = *gen;
+        }
+        while (lead_words[LEAD_DONE] / LEAD_GEN != *gen) /* the other leads' slices */
+            ;
+        device_fence();
+    }
+    /* a lead waits here, not in its product: a work-item waiting for another of its own group
+     * hangs where a group's work-items run one after another between barriers (PoCL) */
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    return NULL;
+#else
+    return NULL;
+#endif
+}
+
 #define MATVEC_RES_KERNEL(name, type)                                                                         \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec_res_##name(                         \
         global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x,    \
@@ -89,15 +231,18 @@ static inline void rope_heads(const int which, const int group, const int rows0,
         global float *y0, global float *y1, global float *y2, global half *kc, global half *vc,              \
         const int head_dim, const int n_rot, const int neox, global const float *cos_sin, const int pos,     \
         volatile global uint *counters, const int v_width, const int v_done, global const float *qn,          \
-        global const float *kn, const float eps, const int norms, const ulong row_bytes_v) {                 \
-        local float red[MV_ROWS * MV_WGS];                                                                   \
+        global const float *kn, const float eps, const int norms, const ulong row_bytes_v, LEAD_PARAMS) {    \
+        local float red[LEAD_RED * MV_WGS];                                                                  \
         local int flag;                                                                                      \
+        local uint ticket;                                                                                   \
+        uint gen;                                                                                            \
+        volatile global uint *wait_at = lead_norm(LEAD_ARGS, (global uchar *)x, red, &ticket, &gen, MV_WGS); \
         int group;                                                                                           \
         if (v_done)                                                                                          \
             for (size_t i = get_global_id(0); i < (size_t)v_width; i += get_global_size(0))                  \
                 vstore_half_rte(y2[i], (size_t)pos * (size_t)v_width + i, vc);                               \
         const int which = matvec3(type, type_v, w0, w1, w2, row_bytes, row_bytes_v, rows0, rows1, rows2, k, \
-                                  x, y0, y1, y2, red, &group);                                               \
+                                  x, y0, y1, y2, red, &group, wait_at, gen);                                 \
         rope_heads(which, group, rows0, rows1, v_width, y0, y1, kc, vc, head_dim, n_rot, neox, cos_sin, pos, \
                    counters, qn, kn, eps, norms, red, &flag);                                                \
     }
@@ -116,3 +261,39 @@ MATVEC3_ROPE_KERNEL(q6_k, T_Q6_K, T_Q6_K)
 /* Q4_K_M's layers with more bits in v (and Q5_K_M's): their v in the same launch */
 MATVEC3_ROPE_KERNEL(q4_k_q6_k, T_Q4_K, T_Q6_K)
 MATVEC3_ROPE_KERNEL(q5_k_q6_k, T_Q5_K, T_Q6_K)
+
+/* matvec_glu_<type> (matvec.cl's matvec_glu_group) in work-groups of wgs, named with `suffix`:
+ * the plain ones and, with MV_WIDE, the wide ones (matvec_glu_wide_<type>). */
+#define MATVEC_GLU_KERNEL(name, suffix, type, wgs)                                                          \
+    kernel __attribute__((reqd_work_group_size(wgs, 1, 1))) void matvec_glu##suffix##name(                 \
+        global const uchar *w_gate, global const uchar *w_up, const ulong row_bytes, const int n_rows,       \
+        const int k, global const float *x, global float *out, const int gelu, global uchar *x8,             \
+        const int use_x8, volatile global uint *block_count, LEAD_PARAMS) {                                  \
+        local float red_gate[LEAD_RED * wgs], red_up[MV_ROWS * wgs];                                         \
+        local int flag;                                                                                      \
+        local uint ticket;                                                                                   \
+        uint gen;                                                                                            \
+        volatile global uint *wait_at = lead_norm(LEAD_ARGS, (global uchar *)x, red_gate, &ticket, &gen, wgs); \
+        matvec_glu_group(type, w_gate, w_up, row_bytes, n_rows, k, x, out, gelu, x8, use_x8, block_count,    \
+                         red_gate, red_up, &flag, wgs, wait_at, gen);                                        \
+    }
+
+#if MV_WIDE
+#define MATVEC_GLU_KERNELS(name, type)                                                                      \
+    MATVEC_GLU_KERNEL(name, _, type, MV_WGS)                                                               \
+    MATVEC_GLU_KERNEL(name, _wide_, type, MV_WIDE)
+#else
+#define MATVEC_GLU_KERNELS(name, type) MATVEC_GLU_KERNEL(name, _, type, MV_WGS)
+#endif
+
+MATVEC_GLU_KERNELS(f32, T_F32)
+MATVEC_GLU_KERNELS(f16, T_F16)
+MATVEC_GLU_KERNELS(bf16, T_BF16)
+MATVEC_GLU_KERNELS(q4_0, T_Q4_0)
+MATVEC_GLU_KERNELS(q4_1, T_Q4_1)
+MATVEC_GLU_KERNELS(q5_0, T_Q5_0)
+MATVEC_GLU_KERNELS(q5_1, T_Q5_1)
+MATVEC_GLU_KERNELS(q8_0, T_Q8_0)
+MATVEC_GLU_KERNELS(q4_k, T_Q4_K)
+MATVEC_GLU_KERNELS(q5_k, T_Q5_K)
+MATVEC_GLU_KERNELS(q6_k, T_Q6_K)

@@ -86,7 +86,8 @@ static inline float warps_reduce(const float v, local float *red, const int wgs,
 /* Adds the products of this work-item's pieces of rows row0 .. row0 + MV_ROWS - 1 with x (f32,
  * k per token) to acc, in f32. */
 TYPED void sums_f32(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                    const int k, global const float *x, const int row0, float *acc, const int wgs) {
+                    const int k, global const float *x, const int row0, float *acc, const int wgs,
+                    volatile global uint *wait_at, const uint wait_for) {
     const int runs = piece_runs(type), run_len = PIECE / runs, n_pieces = k / PIECE;
     x += (size_t)get_group_id(1) * (size_t)k;
     for (int p = get_local_id(0); p < n_pieces; p += wgs) {
@@ -95,6 +96,10 @@ TYPED void sums_f32(const int type, global const uchar *w, const ulong row_bytes
         UNROLLED
         for (int j = 0; j < MV_ROWS; j++) /* rows past the end repeat the last one (not stored) */
             raw[j] = load_piece(type, w + (ulong)min(row0 + j, n_rows - 1) * row_bytes, p);
+        if (wait_at) { /* x is being written by the lead work-group (NORM_LEAD) */
+            wait_lead(wait_at, wait_for);
+            wait_at = NULL;
+        }
         float xs[PIECE], xsum[4];
         UNROLLED
         for (int r = 0; r < runs; r++) {
@@ -131,7 +136,8 @@ TYPED void sums_f32(const int type, global const uchar *w, const ulong row_bytes
  * (Loading two pieces of every row before the arithmetic, for more bytes in flight, measured
  * slower on an H200: docs/benchmarks.md.) */
 TYPED void sums_x8(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                   const int k, global const uchar *xq, const int row0, float *acc, const int wgs) {
+                   const int k, global const uchar *xq, const int row0, float *acc, const int wgs,
+                   volatile global uint *wait_at, const uint wait_for) {
     const int runs = piece_runs(type), words = 8 / runs, n_pieces = k / PIECE;
     const size_t tok = get_group_id(1), m = get_num_groups(1);
     global const half *xd = (global const half *)(xq + m * (size_t)k) + tok * (size_t)(k / 32);
@@ -141,6 +147,10 @@ TYPED void sums_x8(const int type, global const uchar *w, const ulong row_bytes,
         UNROLLED
         for (int j = 0; j < MV_ROWS; j++)
             raw[j] = load_piece(type, w + (ulong)min(row0 + j, n_rows - 1) * row_bytes, p);
+        if (wait_at) {
+            wait_lead(wait_at, wait_for);
+            wait_at = NULL;
+        }
         uint xw[8];
         float dx[4], dxs[4]; /* per run: x's scale, and the scale times the sum of x's levels */
         UNROLLED
@@ -185,17 +195,19 @@ TYPED void sums_x8(const int type, global const uchar *w, const ulong row_bytes,
 /* This work-item's share of the group's MV_ROWS rows into acc (the group's wgs work-items take
  * the rows' pieces in turn): no barrier, so a work-group may pick the type it runs by a branch
  * (matvec3 with a v of another type). x is f32, or quantize_x8's output where DOT8 is on and the
- * weights are quantized. */
+ * weights are quantized. With wait_at (NORM_LEAD), x is read only once *wait_at is wait_for:
+ * after the first piece's weights are loaded. */
 TYPED void matvec_acc(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                      const int k, global const float *x, const int group, float *acc, const int wgs) {
+                      const int k, global const float *x, const int group, float *acc, const int wgs,
+                      volatile global uint *wait_at, const uint wait_for) {
     const int row0 = group * MV_ROWS;
     UNROLLED
     for (int j = 0; j < MV_ROWS; j++)
         acc[j] = 0.0f;
     if (DOT8 && !is_float_type(type))
-        sums_x8(type, w, row_bytes, n_rows, k, (global const uchar *)x, row0, acc, wgs);
+        sums_x8(type, w, row_bytes, n_rows, k, (global const uchar *)x, row0, acc, wgs, wait_at, wait_for);
     else
-        sums_f32(type, w, row_bytes, n_rows, k, x, row0, acc, wgs);
+        sums_f32(type, w, row_bytes, n_rows, k, x, row0, acc, wgs, wait_at, wait_for);
 }
 
 /* The wgs work-items' acc added up: row j's sum at red[j * wgs], visible to every work-item. */
@@ -235,16 +247,17 @@ static inline void matvec_reduce(const float *acc, local float *red, const int w
 }
 
 TYPED void matvec_sums(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
-                       const int k, global const float *x, local float *red, const int group, const int wgs) {
+                       const int k, global const float *x, local float *red, const int group, const int wgs,
+                       volatile global uint *wait_at, const uint wait_for) {
     float acc[MV_ROWS];
-    matvec_acc(type, w, row_bytes, n_rows, k, x, group, acc, wgs);
+    matvec_acc(type, w, row_bytes, n_rows, k, x, group, acc, wgs, wait_at, wait_for);
     matvec_reduce(acc, red, wgs);
 }
 
 TYPED void matvec(const int type, global const uchar *w, const ulong row_bytes, const int n_rows,
                   const int k, global const float *x, global float *y, const int y_stride,
                   local float *red, const int group, const int wgs) {
-    matvec_sums(type, w, row_bytes, n_rows, k, x, red, group, wgs);
+    matvec_sums(type, w, row_bytes, n_rows, k, x, red, group, wgs, NULL, 0);
     const int lid = get_local_id(0), row0 = group * MV_ROWS;
     if (lid < MV_ROWS && row0 + lid < n_rows)
         y[(size_t)get_group_id(1) * (size_t)y_stride + row0 + lid] = red[lid * wgs];
@@ -335,7 +348,8 @@ static inline void glu_block_x8(global const float *out, const int n_rows, globa
 TYPED int matvec3(const int type, const int type_v, global const uchar *w0, global const uchar *w1,
                   global const uchar *w2, const ulong row_bytes, const ulong row_bytes_v, const int rows0,
                   const int rows1, const int rows2, const int k, global const float *x, global float *y0,
-                  global float *y1, global float *y2, local float *red, int *group) {
+                  global float *y1, global float *y2, local float *red, int *group, volatile global uint *wait_at,
+                  const uint wait_for) {
     const int g = get_group_id(0), g0 = (rows0 + MV_ROWS - 1) / MV_ROWS, g1 = (rows1 + MV_ROWS - 1) / MV_ROWS;
     const int which = g < g0 ? 0 : g < g0 + g1 ? 1 : 2, n_rows = which == 0 ? rows0 : which == 1 ? rows1 : rows2;
     *group = which == 0 ? g : which == 1 ? g - g0 : g - g0 - g1;
@@ -343,9 +357,10 @@ TYPED int matvec3(const int type, const int type_v, global const uchar *w0, glob
      * work-item of the group outside any branch (PoCL miscompiled the branchy form) */
     float acc[MV_ROWS];
     if (type_v != type && which == 2)
-        matvec_acc(type_v, w2, row_bytes_v, n_rows, k, x, *group, acc, MV_WGS);
+        matvec_acc(type_v, w2, row_bytes_v, n_rows, k, x, *group, acc, MV_WGS, wait_at, wait_for);
     else
-        matvec_acc(type, which == 0 ? w0 : which == 1 ? w1 : w2, row_bytes, n_rows, k, x, *group, acc, MV_WGS);
+        matvec_acc(type, which == 0 ? w0 : which == 1 ? w1 : w2, row_bytes, n_rows, k, x, *group, acc, MV_WGS,
+                   wait_at, wait_for);
     matvec_reduce(acc, red, MV_WGS);
     const int lid = get_local_id(0), row0 = *group * MV_ROWS;
     global float *y = which == 0 ? y0 : which == 1 ? y1 : y2;
@@ -359,9 +374,9 @@ TYPED void matvec_glu_group(const int type, global const uchar *w_gate, global c
                             const ulong row_bytes, const int n_rows, const int k, global const float *x,
                             global float *out, const int gelu, global uchar *x8, const int use_x8,
                             volatile global uint *block_count, local float *red_gate, local float *red_up,
-                            local int *flag, const int wgs) {
-    matvec_sums(type, w_gate, row_bytes, n_rows, k, x, red_gate, get_group_id(0), wgs);
-    matvec_sums(type, w_up, row_bytes, n_rows, k, x, red_up, get_group_id(0), wgs);
+                            local int *flag, const int wgs, volatile global uint *wait_at, const uint wait_for) {
+    matvec_sums(type, w_gate, row_bytes, n_rows, k, x, red_gate, get_group_id(0), wgs, wait_at, wait_for);
+    matvec_sums(type, w_up, row_bytes, n_rows, k, x, red_up, get_group_id(0), wgs, NULL, 0);
     const int lid = get_local_id(0), row = get_group_id(0) * MV_ROWS + lid;
     if (lid < MV_ROWS && row < n_rows)
         out[row] = glu_act(red_gate[lid * wgs], red_up[lid * wgs], gelu);
@@ -369,34 +384,25 @@ TYPED void matvec_glu_group(const int type, global const uchar *w_gate, global c
         glu_block_x8(out, n_rows, x8, block_count, flag);
 }
 
-/* matvec_<name> and matvec_glu_<name> for work-groups of wgs work-items, kernels named with
- * `suffix` (MATVEC_KERNEL's, and the wide ones below). */
-#define MATVEC_GLU_KERNELS(name, suffix, type, wgs)                                                        \
+/* matvec_<name> for work-groups of wgs work-items, kernels named with `suffix` (MATVEC_KERNEL's,
+ * and the wide ones below); matvec_glu_<name>'s kernels are in fused.cl. */
+#define MATVEC_WGS_KERNEL(name, suffix, type, wgs)                                                         \
     kernel __attribute__((reqd_work_group_size(wgs, 1, 1))) void matvec##suffix##name(                     \
         global const uchar *w, const ulong row_bytes, const int n_rows, const int k, global const float *x, \
         global float *y, const int y_stride, const int y_offset) {                                           \
         local float red[MV_ROWS * wgs];                                                                      \
         matvec(type, w, row_bytes, n_rows, k, x, y + y_offset, y_stride, red, get_group_id(0), wgs);        \
-    }                                                                                                        \
-    kernel __attribute__((reqd_work_group_size(wgs, 1, 1))) void matvec_glu##suffix##name(                 \
-        global const uchar *w_gate, global const uchar *w_up, const ulong row_bytes, const int n_rows,       \
-        const int k, global const float *x, global float *out, const int gelu, global uchar *x8,             \
-        const int use_x8, volatile global uint *block_count) {                                               \
-        local float red_gate[MV_ROWS * wgs], red_up[MV_ROWS * wgs];                                          \
-        local int flag;                                                                                      \
-        matvec_glu_group(type, w_gate, w_up, row_bytes, n_rows, k, x, out, gelu, x8, use_x8, block_count,    \
-                         red_gate, red_up, &flag, wgs);                                                      \
     }
 
 #if MV_WIDE
-#define MATVEC_WIDE_KERNELS(name, type) MATVEC_GLU_KERNELS(name, _wide_, type, MV_WIDE)
+#define MATVEC_WIDE_KERNEL(name, type) MATVEC_WGS_KERNEL(name, _wide_, type, MV_WIDE)
 #else
-#define MATVEC_WIDE_KERNELS(name, type)
+#define MATVEC_WIDE_KERNEL(name, type)
 #endif
 
 #define MATVEC_KERNEL(name, type)                                                                          \
-    MATVEC_GLU_KERNELS(name, _, type, MV_WGS)                                                              \
-    MATVEC_WIDE_KERNELS(name, type)                                                                        \
+    MATVEC_WGS_KERNEL(name, _, type, MV_WGS)                                                               \
+    MATVEC_WIDE_KERNEL(name, type)                                                                         \
     kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void matvec3_##name(                         \
         global const uchar *w0, global const uchar *w1, global const uchar *w2, const ulong row_bytes,       \
         const int rows0, const int rows1, const int rows2, const int k, global const float *x,               \
@@ -404,7 +410,7 @@ TYPED void matvec_glu_group(const int type, global const uchar *w_gate, global c
         local float red[MV_ROWS * MV_WGS];                                                                   \
         int group;                                                                                           \
         matvec3(type, type, w0, w1, w2, row_bytes, row_bytes, rows0, rows1, rows2, k, x, y0, y1, y2, red,    \
-                &group);                                                                                     \
+                &group, NULL, 0);                                                                            \
     }
 
 MATVEC_KERNEL(f32, T_F32)

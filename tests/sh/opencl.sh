@@ -73,6 +73,19 @@ else
     tail -20 "$tmp/golden"
 fi
 
+# the residual run by the next product's lead work-group (NORM_LEAD) wherever a residual is not
+# finished by its product (RES_MAX=0), with 8-bit products: every architecture's residuals and
+# the products they feed (qwen3's q/k norms, gemma2's branch norms, granite's scales)
+for g in test_golden test_golden_arch; do
+    if TERN_TEST_BACKEND=opencl TERN_OPENCL_OPTIONS="-DDOT8=1 -DRES_MAX=0 -DNORM_LEAD=3" "$BUILD/tests/$g" \
+        >"$tmp/golden" 2>&1; then
+        ok "$g with the residuals run by the products' lead work-groups (NORM_LEAD)"
+    else
+        fail "$g with the residuals run by the products' lead work-groups (NORM_LEAD)"
+        tail -20 "$tmp/golden"
+    fi
+done
+
 if TERN_TEST_BACKEND=opencl "$BUILD/tests/test_golden_arch" >"$tmp/golden_arch" 2>&1; then
     ok "golden tests of qwen3, gemma2, phi3, granite on the OpenCL backend"
 else
