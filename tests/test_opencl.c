@@ -1385,7 +1385,8 @@ static void test_tunables_table(void **state) {
     assert_string_equal(rows, "nvidia-gpu");
     const char *nv_wants[] = {" -DMV_SHFL=1 ", " -DDOT8=2 ", " -DMM_TN=128 ", " -DSYNC=2 ",
                               " -DRES_MAX=2048 ", " -DMMA=2 ", " -DINLINE=1 ", " -DMMA_I8=1 ",
-                              " -DATT_KWARP=1 ", " -DATT_WARPS=1 ", " -DCACHE_BINARY=1 "};
+                              " -DATT_KWARP=1 ", " -DATT_WARPS=1 ", " -DCACHE_BINARY=1 ",
+                              " -DMV_WIDE=128 "};
     for (size_t i = 0; i < sizeof nv_wants / sizeof nv_wants[0]; i++)
         if (!strstr(defines, nv_wants[i]))
             fail_msg("H100: no%s in%s", nv_wants[i], defines);

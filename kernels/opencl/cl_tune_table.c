@@ -36,11 +36,12 @@ static const tune_row rows[] = {
      * fence, and matvec_res's residual tail up to 2048 wide (at 4096 its one-group tail took
      * longer than the add_rmsnorm launch it saves), the Q4_K prefill product on int8 tensor
      * cores, decode attention by attention_warps (heads up to 128 over an FP16 cache) and
-     * elsewhere its key rows read by warps (all faster on an H100, checked there by the attention
-     * tests and golden logits: docs/benchmarks.md) */
+     * elsewhere its key rows read by warps, the products and GLUs over rows of 128 pieces or more in
+     * work-groups of 128 (all faster on an H100, checked there by their tests and the golden logits:
+     * docs/benchmarks.md) */
     {"nvidia-gpu", "NVIDIA", NULL, NULL, 1, 256, 32768,
      "-DMV_SHFL=1 -DDOT8=2 -DMM_TN=128 -DMM_TM=128 -DMM_WN=8 -DMM_WM=8 -DSYNC=2 -DRES_MAX=2048 -DMMA_I8=1 "
-     "-DATT_KWARP=1 -DATT_WARPS=1"},
+     "-DATT_KWARP=1 -DATT_WARPS=1 -DMV_WIDE=128"},
 };
 
 static bool contains(const char *have, const char *want) {
