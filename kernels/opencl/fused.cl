@@ -51,29 +51,17 @@
 #define LEAD_RED (MV_ROWS > NORM_HELD ? MV_ROWS : NORM_HELD)
 
 /* Lead i of g: the residual's slice i (n / g wide, up to NORM_HELD float4s per work-item), the
- * arithmetic of add_rmsnorm_row without the branch's norm. */
+ * arithmetic of add_rmsnorm_row without the branch's norm, its sum of squares over the leads'. */
 static inline void lead_slice(const uint i, const uint g, LEAD_PARAMS, global uchar *x8, local float *red,
                               const int wgs) {
-    const int lid = get_local_id(0), s4 = ln / 4 / (int)g, at = (int)i * s4;
-    float4 v[NORM_HELD], wv[NORM_HELD], acc = 0.0f;
-    UNROLLED
-    for (int j = 0; j < NORM_HELD; j++) {
-        const int k = j * wgs + lid;
-        v[j] = k < s4 ? vload4(at + k, ly) + lts * vload4(at + k, lt) : 0.0f;
-        wv[j] = k < s4 ? vload4(at + k, lw) : 0.0f;
-    }
-    UNROLLED
-    for (int j = 0; j < NORM_HELD; j++) {
-        if (j * wgs + lid < s4)
-            vstore4(v[j], at + j * wgs + lid, ly);
-        acc = mad(v[j], v[j], acc);
-    }
-    const float part = norm_sum((acc.x + acc.y) + (acc.z + acc.w), red, wgs);
-    if (lid == 0)
+    const int s4 = ln / 4 / (int)g, at = (int)i * s4;
+    float4 v[NORM_HELD], wv[NORM_HELD];
+    const float part = norm_sum(held_add(ly, lt, lw, at, at + s4, lts, lbw, 1.0f, 0, v, wv, wgs), red, wgs);
+    if (get_local_id(0) == 0)
         lead_words[LEAD_PART + i] = as_uint(part);
     device_fence();
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    if (lid == 0) {
+    if (get_local_id(0) == 0) {
         device_fence();
         const uint gen = lead_arrive(lead_words + LEAD_ARRIVE, g) / LEAD_GEN;
         while (lead_words[LEAD_ARRIVE] / LEAD_GEN == gen)
@@ -87,30 +75,8 @@ static inline void lead_slice(const uint i, const uint g, LEAD_PARAMS, global uc
     barrier(CLK_LOCAL_MEM_FENCE);
     const float scale = 1.0f / sqrt(red[0] / (float)ln + leps);
     barrier(CLK_LOCAL_MEM_FENCE);
-    float4 o[NORM_HELD];
-    float m[NORM_HELD];
-    UNROLLED
-    for (int j = 0; j < NORM_HELD; j++) {
-        o[j] = v[j] * scale * wv[j];
-        if (j * wgs + lid < s4)
-            vstore4(o[j], at + j * wgs + lid, lout);
-        const float4 a = fabs(o[j]);
-        m[j] = fmax(fmax(a.x, a.y), fmax(a.z, a.w));
-    }
-    if (!luse_x8)
-        return;
-    max_of_8(m, red, wgs); /* slices start at blocks of 32: 8 neighbours hold a block */
-    UNROLLED
-    for (int j = 0; j < NORM_HELD; j++) {
-        const int k = at + j * wgs + lid;
-        float id;
-        const float d = x8_scale(m[j], &id);
-        if (j * wgs + lid < s4) {
-            ((global char4 *)x8)[k] = x8_levels(o[j], id);
-            if ((k & 7) == 0)
-                vstore_half(d, (size_t)(k / 8), (global half *)(x8 + ln));
-        }
-    }
+    /* slices start at blocks of 32 (the host's choice of g) */
+    held_out(v, wv, scale, at, at + s4, lout, x8, (global half *)(x8 + ln), luse_x8, red, wgs);
 }
 
 static inline volatile global uint *lead_norm(LEAD_PARAMS, global uchar *x8, local float *red, local uint *ticket,

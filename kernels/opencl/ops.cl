@@ -131,6 +131,64 @@ static inline void max_of_8(float *m, local float *red, const int wgs) {
 #endif
 }
 
+/* A norm's first pass over NORM_HELD float4s per work-item, float4s i0 + j * wgs + lid (j <
+ * NORM_HELD) of those below end: v = y + ts * t' (branch4), stored to y, with the norm's weight
+ * in wv, all loads issued first; returns the work-item's sum of v's squares. */
+static inline float held_add(global float *restrict y, global const float *restrict t, global const float *w,
+                             const int i0, const int end, const float ts, global const float *bw, const float bs,
+                             const int use_bw, float4 *v, float4 *wv, const int wgs) {
+    const int lid = get_local_id(0);
+    float4 acc = 0.0f;
+    UNROLLED
+    for (int j = 0; j < NORM_HELD; j++) {
+        const int i = i0 + j * wgs + lid;
+        v[j] = i < end ? vload4(i, y) + ts * branch4(t, bw, i, bs, use_bw) : 0.0f;
+        wv[j] = i < end ? vload4(i, w) : 0.0f;
+    }
+    UNROLLED
+    for (int j = 0; j < NORM_HELD; j++) {
+        const int i = i0 + j * wgs + lid;
+        if (i < end)
+            vstore4(v[j], i, y);
+        acc = mad(v[j], v[j], acc);
+    }
+    return (acc.x + acc.y) + (acc.z + acc.w);
+}
+
+/* Its second pass on the same float4s: out = v * scale * wv, stored, and with use_x8 rounded to 8
+ * bits into levels and scales as quantize_block32 rounds a block (the float4s of 8 neighbouring
+ * work-items; a block is all below end or all above). */
+static inline void held_out(const float4 *v, const float4 *wv, const float scale, const int i0, const int end,
+                            global float *out, global uchar *levels, global half *scales, const int use_x8,
+                            local float *red, const int wgs) {
+    const int lid = get_local_id(0);
+    float4 o[NORM_HELD];
+    float m[NORM_HELD];
+    UNROLLED
+    for (int j = 0; j < NORM_HELD; j++) {
+        const int i = i0 + j * wgs + lid;
+        o[j] = v[j] * scale * wv[j];
+        if (i < end)
+            vstore4(o[j], i, out);
+        const float4 a = fabs(o[j]);
+        m[j] = fmax(fmax(a.x, a.y), fmax(a.z, a.w));
+    }
+    if (!use_x8)
+        return;
+    max_of_8(m, red, wgs);
+    UNROLLED
+    for (int j = 0; j < NORM_HELD; j++) {
+        const int i = i0 + j * wgs + lid;
+        float id;
+        const float d = x8_scale(m[j], &id);
+        if (i < end) {
+            ((global char4 *)levels)[i] = x8_levels(o[j], id);
+            if ((i & 7) == 0)
+                vstore_half(d, (size_t)(i / 8), scales);
+        }
+    }
+}
+
 /* y += ts * t', then out = rmsnorm(y) * w, for one row of n: the residual add (ts: granite's
  * residual scale, else 1, where the product is exact) and the norm that always follows it in the
  * forward pass; t' is t, or with use_bw rmsnorm(t) * bw (gemma2's post-norm of the branch). The
@@ -138,9 +196,9 @@ static inline void max_of_8(float *m, local float *red, const int wgs) {
  * use_x8 (n a multiple of 32, work-groups of a multiple of 8) out is also rounded to 8 bits into
  * levels and scales, as quantize_x8 rounds it. y and t are distinct buffers (restrict: the loads
  * of t need not wait for the stores to y). Run by a work-group of wgs work-items (red holds
- * NORM_HELD * wgs floats): the add_rmsnorm kernel, and the last group of a product whose output
- * is t (fused.cl). Each work-item takes the float4s lid + j * wgs of each chunk of NORM_HELD *
- * wgs. */
+ * NORM_HELD * wgs floats): the add_rmsnorm kernel, the last group of a product whose output is t
+ * and the lead of a product whose input is out (fused.cl). Each work-item takes the float4s
+ * lid + j * wgs of each chunk of NORM_HELD * wgs. */
 static inline void add_rmsnorm_row(global float *restrict y, global const float *restrict t, global const float *w,
                                    const int n, const float eps, global float *out, const float ts,
                                    global const float *bw, const int use_bw, global uchar *levels,
@@ -148,23 +206,10 @@ static inline void add_rmsnorm_row(global float *restrict y, global const float 
     const int lid = get_local_id(0), n4 = n / 4, step = NORM_HELD * wgs;
     const int chunks = max(1, (n4 + step - 1) / step);
     const float bs = use_bw ? 1.0f / sqrt(norm_sum(sum_squares(t, n, wgs), red, wgs) / (float)n + eps) : 1.0f;
-    float4 v[NORM_HELD], wv[NORM_HELD], acc = 0.0f;
-    for (int c = 0; c < chunks; c++) {
-        UNROLLED
-        for (int j = 0; j < NORM_HELD; j++) { /* every load of the chunk first */
-            const int i = c * step + j * wgs + lid;
-            v[j] = i < n4 ? vload4(i, y) + ts * branch4(t, bw, i, bs, use_bw) : 0.0f;
-            wv[j] = i < n4 ? vload4(i, w) : 0.0f;
-        }
-        UNROLLED
-        for (int j = 0; j < NORM_HELD; j++) {
-            const int i = c * step + j * wgs + lid;
-            if (i < n4)
-                vstore4(v[j], i, y);
-            acc = mad(v[j], v[j], acc);
-        }
-    }
-    float s = (acc.x + acc.y) + (acc.z + acc.w);
+    float4 v[NORM_HELD], wv[NORM_HELD];
+    float s = 0.0f;
+    for (int c = 0; c < chunks; c++)
+        s += held_add(y, t, w, c * step, n4, ts, bw, bs, use_bw, v, wv, wgs);
     for (int k = 4 * n4 + lid; k < n; k += wgs) {
         const float e = y[k] + ts * (use_bw ? t[k] * bs * bw[k] : t[k]);
         y[k] = e;
@@ -173,32 +218,14 @@ static inline void add_rmsnorm_row(global float *restrict y, global const float 
     const float scale = 1.0f / sqrt(norm_sum(s, red, wgs) / (float)n + eps);
     for (int c = 0; c < chunks; c++) {
         const bool held = c == chunks - 1; /* earlier chunks: read back what this work-item wrote */
-        float4 o[NORM_HELD];
-        float m[NORM_HELD];
+        float4 vc[NORM_HELD], wc[NORM_HELD];
         UNROLLED
         for (int j = 0; j < NORM_HELD; j++) {
             const int i = c * step + j * wgs + lid;
-            o[j] = i < n4 ? (held ? v[j] : vload4(i, y)) * scale * (held ? wv[j] : vload4(i, w)) : 0.0f;
-            if (i < n4)
-                vstore4(o[j], i, out);
-            const float4 a = fabs(o[j]);
-            m[j] = fmax(fmax(a.x, a.y), fmax(a.z, a.w));
+            vc[j] = held ? v[j] : i < n4 ? vload4(i, y) : 0.0f;
+            wc[j] = held ? wv[j] : i < n4 ? vload4(i, w) : 0.0f;
         }
-        if (!use_x8)
-            continue;
-        max_of_8(m, red, wgs);
-        /* rounded as quantize_block32 rounds a block (a block is all in the row or all out) */
-        UNROLLED
-        for (int j = 0; j < NORM_HELD; j++) {
-            const int i = c * step + j * wgs + lid;
-            float id;
-            const float d = x8_scale(m[j], &id);
-            if (i < n4) {
-                ((global char4 *)levels)[i] = x8_levels(o[j], id);
-                if ((i & 7) == 0)
-                    vstore_half(d, (size_t)(i / 8), scales);
-            }
-        }
+        held_out(vc, wc, scale, c * step, n4, out, levels, scales, use_x8, red, wgs); /* no barrier in a branch */
     }
     for (int k = 4 * n4 + lid; k < n; k += wgs)
         out[k] = y[k] * scale * w[k];
