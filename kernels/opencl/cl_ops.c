@@ -88,7 +88,7 @@ void tern_cl_take_lead(tern_cl *cl, int which, cl_mem xv, size_t groups, int wgs
                        tern_cl_arg *args) {
     memset(a, 0, sizeof *a);
     if (cl->lead.owed && (cl->tune.norm_lead & which) && xv == (cl->lead.x8 ? cl->lead.x8 : cl->lead.out) &&
-        groups < (1u << 20) && !cl->failed) {
+        groups > 0 && groups < (1u << 20) && !cl->failed) { /* a launch that runs, of countable groups */
         if (!cl->lead_words) {
             cl_uint zeros[TERN_CL_LEAD_WORDS] = {0};
             tern_error err = {0};
