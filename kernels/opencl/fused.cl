@@ -22,16 +22,15 @@
  * multiple of 32), publishes its sum of squares, waits for the g sums (every lead has started:
  * they took the first tickets), and normalizes and rounds its slice, then waits for the other
  * leads. Every other group loads its first weights, then waits until all leads are done
- * (wait_lead) before it reads x.
- * One launch fewer, and the norm's time under the weights' loads.
+ * (wait_lead) before it reads x. One launch fewer, and the norm's time under the weights' loads.
  * lead_words (uints, zeroed once by the host; each in a line of its own): [0] the tickets,
  * [LEAD_ARRIVE] the leads' sums counted in, [LEAD_DONE] the leads done, [LEAD_PART + i] lead i's
  * sum (a float's bits), and LEAD_FLAGS copies of the generation whose x is ready, which the last
  * lead done sets and the other groups wait at (group r at copy r % LEAD_FLAGS: thousands of
  * waiting groups polling one line slow the cache that serves it). [0] and [LEAD_DONE] move on one
- * generation per launch together. The norm's
- * arguments are add_rmsnorm's; the product's x is its output: lout, or with luse_x8 its 8 bits
- * (levels, then scales). Returns where the group's product waits and in *gen for what. */
+ * generation per launch together. The norm's arguments are add_rmsnorm's; the product's x is its
+ * output: lout, or with luse_x8 its 8 bits (levels, then scales). Returns where the group's
+ * product waits (NULL: nowhere) and in *gen for what. */
 #ifndef NORM_LEAD
 #define NORM_LEAD 0
 #endif
