@@ -302,6 +302,9 @@ void tern_cl_forget_rounded(tern_cl *cl, cl_mem mem);
  * NULL, with the failure remembered, when the device cannot allocate it. */
 cl_mem tern_cl_counters(tern_cl *cl, size_t n);
 
+/* add_rmsnorm's launch over n_rows rows of n (x8: its 8-bit output, or NULL). */
+void tern_cl_launch_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem bw, float scale, cl_mem y, cl_mem w, cl_int n,
+                                cl_int n_rows, float eps, cl_mem out, cl_mem x8);
 /* An owed residual (NORM_LEAD, above) launched as add_rmsnorm now: before anything else is
  * enqueued that might read or write its buffers (every enqueue of cl_device.c calls it). */
 void tern_cl_settle(tern_cl *cl);

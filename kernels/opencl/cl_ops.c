@@ -22,18 +22,6 @@ void tern_cl_rmsnorm(tern_cl *cl, cl_mem x, cl_mem w, int64_t width, int64_t n_r
         tern_cl_x8_holds(cl, y, width, n_rows);
 }
 
-static void launch_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem bw, float scale, cl_mem y, cl_mem w, cl_int n,
-                               cl_int n_rows, float eps, cl_mem out, cl_mem x8) {
-    const cl_int use_x8 = x8 != NULL, use_bw = bw != NULL;
-    const tern_cl_arg args[] = {TERN_CL_ARG(y),   TERN_CL_ARG(t),   TERN_CL_ARG(w),      TERN_CL_ARG(n),
-                                TERN_CL_ARG(eps), TERN_CL_ARG(out), TERN_CL_ARG(x8),     TERN_CL_ARG(use_x8),
-                                TERN_CL_ARG(scale), TERN_CL_ARG(bw), TERN_CL_ARG(use_bw)};
-    const size_t global[1] = {(size_t)n_rows * (size_t)cl->tune.norm_wgs},
-                 local[1] = {(size_t)cl->tune.norm_wgs};
-    tern_cl_launch(cl, cl->add_rmsnorm, "add_rmsnorm", 11, args, 1, global, local,
-                   (uint64_t)n * (uint64_t)n_rows * (use_bw ? 20 : 16));
-}
-
 void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem bw, float scale, cl_mem y, cl_mem w, int64_t width,
                          int64_t n_rows, float eps, cl_mem out) {
     /* the 8-bit output is rounded by blocks of 8 work-items' float4s (ops.cl) */
@@ -54,59 +42,10 @@ void tern_cl_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem bw, float scale, cl_mem y
         cl->lead.eps = eps;
         cl->lead.ts = scale;
     } else {
-        launch_add_rmsnorm(cl, t, bw, scale, y, w, (cl_int)width, (cl_int)n_rows, eps, out, x8);
+        tern_cl_launch_add_rmsnorm(cl, t, bw, scale, y, w, (cl_int)width, (cl_int)n_rows, eps, out, x8);
     }
     if (x8)
         tern_cl_x8_holds(cl, out, width, n_rows);
-}
-
-void tern_cl_settle(tern_cl *cl) {
-    if (!cl->lead.owed)
-        return;
-    cl->lead.owed = false;
-    const bool keep = cl->keep_x8; /* x8 already says it holds the norm's output */
-    cl->keep_x8 = true;
-    launch_add_rmsnorm(cl, cl->lead.t, cl->lead.bw, cl->lead.ts, cl->lead.y, cl->lead.w, cl->lead.n, 1,
-                       cl->lead.eps, cl->lead.out, cl->lead.x8);
-    cl->keep_x8 = keep;
-}
-
-/* How many leads split the owed residual for a product in `groups` work-groups of wgs: up to
- * NORM_LEADS, slices of whole blocks of 32 that fit each lead's registers (fused.cl's lead_slice:
- * NORM_HELD float4s per work-item); one lead (add_rmsnorm_row) where no split fits, and for a
- * branch's own norm, whose sum spans the whole row. */
-static cl_int lead_count(const tern_cl *cl, size_t groups, int wgs) {
-    const cl_int n = cl->lead.n;
-    for (cl_int g = cl->tune.norm_leads; g > 1; g /= 2)
-        if (!cl->lead.use_bw && (size_t)g <= groups && (n / 32) % g == 0 && n % 32 == 0 &&
-            n / 4 / g <= cl->tune.norm_held * wgs)
-            return g;
-    return 1;
-}
-
-void tern_cl_take_lead(tern_cl *cl, int which, cl_mem xv, size_t groups, int wgs, tern_cl_lead_args *a,
-                       tern_cl_arg *args) {
-    memset(a, 0, sizeof *a);
-    if (cl->lead.owed && (cl->tune.norm_lead & which) && xv == (cl->lead.x8 ? cl->lead.x8 : cl->lead.out) &&
-        groups > 0 && groups < (1u << 20) && !cl->failed) { /* a launch that runs, of countable groups */
-        if (!cl->lead_words) {
-            cl_uint zeros[TERN_CL_LEAD_WORDS] = {0};
-            tern_error err = {0};
-            if (tern_cl_alloc(cl, sizeof zeros, zeros, &cl->lead_words, &err) != TERN_OK)
-                cl->lead_words = NULL; /* the product's launch settles it instead */
-        }
-        if (cl->lead_words) {
-            cl->lead.owed = false;
-            *a = (tern_cl_lead_args){lead_count(cl, groups, wgs), cl->lead_words, cl->lead.y, cl->lead.t, cl->lead.w,
-                                     cl->lead.n,  cl->lead.eps,   cl->lead.out, cl->lead.x8 != NULL,
-                                     cl->lead.ts, cl->lead.bw,    cl->lead.use_bw};
-        }
-    }
-    const tern_cl_arg list[TERN_CL_LEAD_N_ARGS] = {
-        TERN_CL_ARG(a->lead), TERN_CL_ARG(a->words),  TERN_CL_ARG(a->y),  TERN_CL_ARG(a->t),
-        TERN_CL_ARG(a->w),    TERN_CL_ARG(a->n),      TERN_CL_ARG(a->eps), TERN_CL_ARG(a->out),
-        TERN_CL_ARG(a->use_x8), TERN_CL_ARG(a->ts),   TERN_CL_ARG(a->bw), TERN_CL_ARG(a->use_bw)};
-    memcpy(args, list, sizeof list);
 }
 
 void tern_cl_rope(tern_cl *cl, cl_mem x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
