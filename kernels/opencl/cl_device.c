@@ -646,6 +646,7 @@ tern_status tern_cl_attach(const tern_cl *device, const tern_opencl_params *para
     memcpy(cl->origin, device->origin, sizeof cl->origin);
     memcpy(cl->cache_file, device->cache_file, sizeof cl->cache_file);
     memcpy(cl->cache_key, device->cache_key, sizeof cl->cache_key);
+    memcpy(cl->options, device->options, sizeof cl->options);
     memcpy(cl->mma_state, device->mma_state, sizeof cl->mma_state);
     cl->tune = device->tune;
     cl->split_bytes = device->split_bytes;

@@ -152,6 +152,7 @@ struct tern_cl {
     /* The program's cache entry (empty when there is no cache directory) and its key: the mma
      * self-test's verdict is kept beside it (cl_mma.c). */
     char cache_file[1024], cache_key[1800];
+    char options[1400]; /* the program's build options (tern_cl_program_copy builds with them) */
     tern_cl_tunables tune;
     uint64_t split_bytes; /* weights larger than this are split: max_alloc, or opencl.split_bytes */
 
@@ -350,6 +351,9 @@ void tern_cl_profile_host(tern_cl *cl, double t0, bool waited); /* charges now -
 /* Builds (or loads from params->cache_dir) the program with the tunables resolved from the device
  * and params (build options, mma, default products); sets cl->program, cl->tune and cl->origin. */
 tern_status tern_cl_build_program(tern_cl *cl, const tern_opencl_params *params, tern_error *err);
+/* cl's program built again on another context of its device (the tensor-core probe's); *out NULL
+ * and the failing call's status when it cannot be. */
+cl_int tern_cl_program_copy(const tern_cl *cl, cl_context context, cl_program *out);
 
 /* Whether matmul_mma takes the prefill products (cl->mma, cl->mma_state): after make_kernels,
  * with the program built with MMA != 0, its self-test against matmul_<type> on random data,

@@ -329,16 +329,14 @@ done:
     return verdict;
 }
 
-/* The probe's handle: a copy of cl on a new context and queue of the same device, with the
- * program built there from cl's binary and the two kernels the test launches; NULL (why says
+/* The probe's handle: a copy of cl on a new context and queue of the same device, with cl's
+ * program built there (tern_cl_program_copy) and the kernels the tests launch; NULL (why says
  * why) if any of it fails. It owns none of cl's buffers. */
 static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
     const tern_cl_api *api = &cl->api;
     tern_cl *p = malloc(sizeof *p);
-    unsigned char *bin = NULL;
-    size_t size = 0;
     cl_platform_id platform;
-    cl_int rc = CL_SUCCESS, bin_rc = CL_SUCCESS;
+    cl_int rc = CL_SUCCESS;
     if (!p) {
         snprintf(why, cap, "out of memory");
         return NULL;
@@ -364,15 +362,7 @@ static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
     if (!(p->context = api->CreateContext(props, 1, &cl->device, NULL, NULL, &rc)) || rc != CL_SUCCESS ||
         !(p->queue = api->CreateCommandQueue(p->context, cl->device, 0, &rc)) || rc != CL_SUCCESS ||
-        (rc = api->GetProgramInfo(cl->program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL)) !=
-            CL_SUCCESS ||
-        size == 0 || !(bin = malloc(size)) ||
-        (rc = api->GetProgramInfo(cl->program, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL)) != CL_SUCCESS)
-        goto fail;
-    const unsigned char *bins[1] = {bin};
-    if (!(p->program = api->CreateProgramWithBinary(p->context, 1, &cl->device, &size, bins, &bin_rc, &rc)) ||
-        rc != CL_SUCCESS || bin_rc != CL_SUCCESS ||
-        (rc = api->BuildProgram(p->program, 1, &cl->device, NULL, NULL, NULL)) != CL_SUCCESS ||
+        (rc = tern_cl_program_copy(cl, p->context, &p->program)) != CL_SUCCESS ||
         !(p->matmul[TERN_TYPE_Q4_K] = api->CreateKernel(p->program, cl->names[1][TERN_TYPE_Q4_K], &rc)) ||
         rc != CL_SUCCESS ||
         !(p->matmul_mma[TERN_TYPE_Q4_K] = api->CreateKernel(p->program, cl->names[5][TERN_TYPE_Q4_K], &rc)) ||
@@ -383,11 +373,9 @@ static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
         (cl->tune.mma_i8 &&
          (!(p->mma_x8 = api->CreateKernel(p->program, "mma_x8", &rc)) || rc != CL_SUCCESS)))
         goto fail;
-    free(bin);
     return p;
 fail:
     snprintf(why, cap, "the self-test could not run: its own context: %s", tern_cl_status_name(rc));
-    free(bin);
     probe_close(p);
     return NULL;
 }

@@ -324,7 +324,7 @@ static void cache_store(const char *path, const char *key, const unsigned char *
         remove(tmp);
 }
 
-static unsigned char *program_binary(tern_cl *cl, size_t *size) {
+static unsigned char *program_binary(const tern_cl *cl, size_t *size) {
     *size = 0;
     if (cl->api.GetProgramInfo(cl->program, CL_PROGRAM_BINARY_SIZES, sizeof *size, size, NULL) !=
             CL_SUCCESS ||
@@ -400,6 +400,7 @@ static tern_status build_program(tern_cl *cl, const tern_opencl_params *p, build
     const bool cacheable = cache_path(p->cache_dir, fnv1a(FNV_START, key, strlen(key)), path, sizeof path);
     snprintf(cl->cache_file, sizeof cl->cache_file, "%s", cacheable ? path : "");
     snprintf(cl->cache_key, sizeof cl->cache_key, "%s", key);
+    snprintf(cl->options, sizeof cl->options, "%s", options);
 
     size_t bin_size = 0;
     unsigned char *bin = cacheable ? cache_load(path, key, &bin_size) : NULL;
@@ -439,6 +440,37 @@ static tern_status build_program(tern_cl *cl, const tern_opencl_params *p, build
         free(bin);
     }
     return TERN_OK;
+}
+
+/* From cl's binary where binaries are cheap to get (CACHE_BINARY=1), else from source with cl's
+ * options: asked for its binary, PoCL compiles every kernel of the program first (minutes), while
+ * the same source and options are found in its own cache and only the kernels launched compile. */
+cl_int tern_cl_program_copy(const tern_cl *cl, cl_context context, cl_program *out) {
+    cl_int rc = CL_SUCCESS, bin_rc = CL_SUCCESS;
+    *out = NULL;
+    if (cl->tune.cache_binary) {
+        size_t size = 0;
+        unsigned char *bin = program_binary(cl, &size);
+        if (!bin)
+            return CL_OUT_OF_HOST_MEMORY;
+        const unsigned char *bins[1] = {bin};
+        *out = cl->api.CreateProgramWithBinary(context, 1, &cl->device, &size, bins, &bin_rc, &rc);
+        free(bin);
+        if (rc == CL_SUCCESS)
+            rc = bin_rc;
+    } else {
+        *out = cl->api.CreateProgramWithSource(context, (cl_uint)tern_cl_n_sources,
+                                               (const char **)tern_cl_sources, NULL, &rc);
+    }
+    if (*out && rc == CL_SUCCESS)
+        rc = cl->api.BuildProgram(*out, 1, &cl->device, cl->tune.cache_binary ? NULL : cl->options, NULL, NULL);
+    if (rc == CL_SUCCESS && !*out)
+        rc = CL_INVALID_PROGRAM;
+    if (rc != CL_SUCCESS && *out) {
+        cl->api.ReleaseProgram(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 tern_status tern_cl_plan_defines(const tern_cl_device_info *d, const tern_opencl_params *p, char *defines,

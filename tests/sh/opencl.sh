@@ -27,8 +27,9 @@ fi
 
 . tests/support/checks.sh
 export XDG_CACHE_HOME=$tmp/cache
-# PoCL's compiled kernels, for the local-memory check after the golden tests
-export POCL_CACHE_DIR=$tmp/pocl
+# PoCL's compiled kernels, for the local-memory check after the golden tests: the suite's shared
+# cache (tests/run.sh), else one of our own
+export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$tmp/pocl}
 # Under AddressSanitizer (make asan): PoCL compiles kernels with LLVM, which keeps allocations
 # until exit on purpose; those are not ours. (No C++ is ours either.)
 suppress_pocl_leaks
@@ -96,12 +97,15 @@ fi
 # __local arrays a kernel's own body names; when LLVM rewrote a helper that got the same __local
 # array in every call to name the kernel's array itself, that array became one static shared by
 # all of PoCL's threads (a symbol of type b in the kernel's .so), and work-groups running at once
-# overwrote each other's sums (docs/opencl.md). So no compiled kernel may hold such a symbol.
+# overwrote each other's sums (docs/opencl.md). So no compiled kernel may hold such a symbol:
+# those compiled since the suite began (tests/run.sh), test_opencl's too, else all in the cache.
 if command -v nm >/dev/null && [ -d "$POCL_CACHE_DIR" ]; then
-    find "$POCL_CACHE_DIR" -name '*.so' >"$tmp/kernel_objects"
+    since=()
+    [ -f "${TERN_SUITE_STARTED:-}" ] && since=(-newer "$TERN_SUITE_STARTED")
+    find "$POCL_CACHE_DIR" -name '*.so' "${since[@]}" >"$tmp/kernel_objects"
     shared=$(xargs -r nm <"$tmp/kernel_objects" 2>/dev/null | grep -E ' [bB] ' | sort -u)
     if [ ! -s "$tmp/kernel_objects" ]; then
-        echo "!!!! the local-memory check skipped: PoCL left no kernel objects in \$POCL_CACHE_DIR"
+        echo "!!!! the local-memory check skipped: no kernel compiled in this run (PoCL's cache held them all)"
     elif [ -z "$shared" ]; then
         ok "no kernel's local memory is shared between work-groups ($(wc -l <"$tmp/kernel_objects") kernel objects)"
     else
