@@ -122,9 +122,11 @@ check: all $(TEST_BIN) $(BENCH_BIN)
 
 # CI's command: set-up, every test, the suite again under ASan + UBSan, then each fuzz harness
 # for a short bounded time.
+# The builds use every core (JOBS); the tests run one program at a time.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: setup
-	@$(MAKE) --no-print-directory check
-	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory -j$(JOBS) check
+	@$(MAKE) --no-print-directory -j$(JOBS) asan
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 
 # allocator_may_return_null: the tests check that impossible allocations fail cleanly.

@@ -7,7 +7,7 @@ set -u -o pipefail
 SECONDS_EACH=${FUZZ_SECONDS:-30}
 OUT=${FUZZ_BUILD:-build-fuzz}
 cd "$(dirname "$0")/../.."
-make --no-print-directory -s lib BUILD="$OUT" CC=clang \
+make --no-print-directory -s -j"$(nproc)" lib BUILD="$OUT" CC=clang \
     OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" || exit 1
 status=0
 for src in tests/fuzz/fuzz_*.c; do

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The unit, kernel and golden tests on arm64, under qemu-user: `make arm64` cross-builds
-# build-arm64/, then every build-arm64/tests/test_* binary runs on two emulated CPUs:
+# build-arm64/, then every build-arm64/tests/test_* binary runs on emulated CPUs:
 #
 #   cortex-a53   ARMv8.0 without dotprod and fp16: the automatic choice is the "neon" table
 #   max          every extension qemu has (dotprod, fp16, i8mm, ...): "neon-i8mm"
 #
-# test_golden runs with the path forced by TERN_ISA instead: neon on cortex-a53, then neon-i8mm
-# and neon-dotprod on max, so the logits of each table are checked. The others need no forcing:
-# test_kernels compares every table with the reference whatever TERN_ISA says, and test_golden_arch
-# runs each path the CPU has (ref included) unless TERN_ISA names one; the rest do not depend on
-# the table's numbers, and the two automatic choices (neon, neon-i8mm) carry them. (Each forced run
-# of every binary took ~20 minutes more of CI under qemu.)
+# Which runs: test_golden with the path forced by TERN_ISA, neon on cortex-a53, then neon-i8mm and
+# neon-dotprod on max, so the logits of each table are checked. test_kernels (which compares every
+# table the CPU has with the reference whatever TERN_ISA says) and test_golden_arch (which runs each
+# path the CPU has, ref included, unless TERN_ISA names one) on both CPUs. The others do not depend
+# on the table's numbers: max alone. (Every binary under each forced path kept this script over
+# 20 minutes of a 2-core CI machine; docs/benchmarks.md, session 32.)
 #
 # Every run gets TERN_TEST_QEMU=1: qemu-user emulates the CPU, not the kernel, so a test of
 # kernel behaviour it does not reproduce may skip on it (/proc/cpuinfo is the host's; RLIMIT_AS
@@ -105,8 +105,10 @@ for bin in "${bins[@]}"; do
         run "$bin" cortex-a53 neon
         run "$bin" max neon-i8mm
         run "$bin" max neon-dotprod
-    else
+    elif [ "$(basename "$bin")" = test_kernels ] || [ "$(basename "$bin")" = test_golden_arch ]; then
         run "$bin" cortex-a53 auto
+        run "$bin" max auto
+    else
         run "$bin" max auto
     fi
 done
