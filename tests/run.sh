@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # One PoCL kernel cache for every program here and for both passes of make test: PoCL compiles
 # each kernel of each distinct build once (about a second each on a small guest), and the scripts
 # that give tern a private cache through XDG_CACHE_HOME would move PoCL's with it.
-export POCL_CACHE_DIR=${POCL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pocl/kcache}
+export POCL_CACHE_DIR=${POCL_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/pocl/kcache}
 # A file as old as this run: opencl.sh checks the kernel objects compiled since (not another
 # checkout's, long ago)
 TERN_SUITE_STARTED=$(mktemp)
