@@ -479,6 +479,34 @@ static void test_norm_lead(void **state) {
         check_norm_lead(2);
 }
 
+/* grid_sync (common.cl) through read_bw_phases: one work-group per compute unit runs at once on
+ * the devices tern targets, so every step passes the barrier with the other groups' stores of the
+ * step before seen (the kernel counts any it misses: TERN_ERR_BACKEND), polling one flag or 16
+ * copies; where more groups are asked for than the device runs at once (PoCL runs a group per
+ * compute unit), the call ends with its bounded wait's error, not a hung device. */
+static void test_grid_sync(void **state) {
+    (void)state;
+    const tern_cl_device_info *d = tern_cl_device(g_cl);
+    tern_error err = {0};
+    tern_cl_phase_cost c;
+    for (int flags = 1; flags <= TERN_CL_GRID_FLAGS; flags += TERN_CL_GRID_FLAGS - 1) {
+        const tern_status st = tern_cl_measure_phases(g_cl, 100000, 6, 1, flags, 2, &c, &err);
+        if (st != TERN_OK)
+            fail_msg("%d flags: %s", flags, err.message);
+        assert_int_equal(c.groups, d->compute_units);
+        assert_int_equal(c.phases, 6);
+        assert_true(c.phase_bytes >= 100000 / 2 && c.launch_s > 0 && c.phase_s > 0);
+    }
+    assert_int_equal(tern_cl_measure_phases(g_cl, 0, 1, 1, 1, 1, &c, &err), TERN_ERR_INVALID_ARG);
+    assert_int_equal(tern_cl_measure_phases(g_cl, 0, 4, 1, TERN_CL_GRID_FLAGS + 1, 1, &c, &err),
+                     TERN_ERR_INVALID_ARG);
+    if (!d->is_gpu) {
+        const tern_status st = tern_cl_measure_phases(g_cl, 0, 4, 2, 1, 1, &c, &err);
+        if (st != TERN_OK && (st != TERN_ERR_UNSUPPORTED || !strstr(err.message, "gave up waiting")))
+            fail_msg("twice the groups a CPU device runs at once: %s", err.message);
+    }
+}
+
 static void test_matmul_shared(void **state) {
     (void)state;
     const int64_t rows[3] = {67, 13, 1}, k = 768;
@@ -2173,6 +2201,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_glu),
         cmocka_unit_test(test_matmul_wide),
         cmocka_unit_test(test_norm_lead),
+        cmocka_unit_test(test_grid_sync),
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_norm_then_product),

@@ -54,8 +54,10 @@ typedef struct tern_kbench_state {
     tern_cl_bandwidth opencl_bw;
     tern_kbench_result *results;
     int n_results, cap_results;
-    char **skipped;
+    char **skipped; /* measurements that could not run: the exit status says so */
     int n_skipped;
+    char **notes; /* what the device is not (a row it cannot run, by design): reported, not a failure */
+    int n_notes;
 } tern_kbench_state;
 
 /* ---- what every path measures (kbench_common.c) ---- */
@@ -98,11 +100,12 @@ tern_kbench_time tern_kbench_time_of(double *v, int n);
 /* ---- the results (kbench_common.c) ---- */
 
 /* The kernel families, in the order of the output's tables. */
-#define TERN_KBENCH_N_FAMILIES 6
+#define TERN_KBENCH_N_FAMILIES 7
 extern const char *const tern_kbench_families[TERN_KBENCH_N_FAMILIES];
 
 void tern_kbench_add(tern_kbench_state *s, const tern_kbench_result *r);
 void tern_kbench_skip(tern_kbench_state *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tern_kbench_note(tern_kbench_state *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Whether --kernel lets this family (and weight type, for gemm) run. */
 bool tern_kbench_wanted(const tern_kbench_state *s, const char *family, const char *type);
 bool tern_kbench_kernel_known(const char *name);

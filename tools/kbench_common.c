@@ -138,22 +138,33 @@ void tern_kbench_add(tern_kbench_state *s, const tern_kbench_result *r) {
                 r->shape, (long long)r->m, r->time.median * 1e3);
 }
 
-void tern_kbench_skip(tern_kbench_state *s, const char *fmt, ...) {
+static void add_line(char ***list, int *n, const char *fmt, va_list ap) {
     char line[512];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    char **p = realloc(s->skipped, (size_t)(s->n_skipped + 1) * sizeof *p);
+    char **p = realloc(*list, (size_t)(*n + 1) * sizeof *p);
     if (!p)
         return;
-    s->skipped = p;
-    if ((s->skipped[s->n_skipped] = strdup(line)))
-        s->n_skipped++;
+    *list = p;
+    if ((p[*n] = strdup(line)))
+        (*n)++;
 }
 
-const char *const tern_kbench_families[TERN_KBENCH_N_FAMILIES] = {"peak",    "gemm", "attention",
-                                                                  "rmsnorm", "rope", "glu"};
+void tern_kbench_skip(tern_kbench_state *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add_line(&s->skipped, &s->n_skipped, fmt, ap);
+    va_end(ap);
+}
+
+void tern_kbench_note(tern_kbench_state *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add_line(&s->notes, &s->n_notes, fmt, ap);
+    va_end(ap);
+}
+
+const char *const tern_kbench_families[TERN_KBENCH_N_FAMILIES] = {"peak", "gemm", "attention", "rmsnorm",
+                                                                  "rope", "glu",  "sync"};
 
 bool tern_kbench_kernel_known(const char *name) {
     for (int i = 0; i < TERN_KBENCH_N_FAMILIES; i++)
@@ -186,5 +197,8 @@ void tern_kbench_free(tern_kbench_state *s) {
     for (int i = 0; i < s->n_skipped; i++)
         free(s->skipped[i]);
     free(s->skipped);
+    for (int i = 0; i < s->n_notes; i++)
+        free(s->notes[i]);
+    free(s->notes);
     free(s->results);
 }

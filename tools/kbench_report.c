@@ -406,6 +406,46 @@ static void cl_ops_rows(tern_kbench_state *s, tern_cl *cl, const tern_kbench_mod
         tern_cl_release(cl, *bufs[i], (size_t)n * sizeof(float));
 }
 
+/* Steps of a decode token as launches, against the same steps in one persistent launch whose
+ * work-groups meet at a barrier between them (family "sync"): type "launch" is a read_bw launch a
+ * step, "grid xN" the persistent launch with N work-groups per compute unit; shape: the bytes
+ * each step reads (one work-group's, then a 7B or 1B model's n_embd x n_embd Q4_K product);
+ * time: per step. What a persistent decode layer would gain per launch it removes. */
+static void cl_sync_rows(tern_kbench_state *s, tern_cl *cl) {
+    if (!tern_kbench_wanted(s, "sync", NULL))
+        return;
+    static const int per_unit[] = {1, 2, 4};
+    const int steps = s->quick ? 8 : 32, reps = s->quick ? 3 : s->full ? 15 : 7;
+    for (int mi = -1; mi < tern_kbench_n_models(s); mi++) {
+        const tern_kbench_model *ms = mi >= 0 ? &tern_kbench_models[mi] : NULL;
+        const size_t bytes = ms ? tern_type_row_bytes(TERN_TYPE_Q4_K, ms->n_embd) * (size_t)ms->n_embd : 0;
+        for (size_t u = 0; u < sizeof per_unit / sizeof per_unit[0]; u++) {
+            tern_cl_phase_cost c;
+            tern_error err = {0};
+            const tern_status st =
+                tern_cl_measure_phases(cl, bytes, steps, per_unit[u], TERN_CL_GRID_FLAGS, reps, &c, &err);
+            if (st == TERN_ERR_UNSUPPORTED) { /* no barrier here, or no more groups at once: a fact */
+                tern_kbench_note(s, "sync opencl, %d work-group%s a compute unit, %s: %s", per_unit[u],
+                                 per_unit[u] > 1 ? "s" : "", ms ? ms->name : "one group a step", err.message);
+                break;
+            }
+            if (st != TERN_OK) {
+                tern_kbench_skip(s, "sync opencl, %d work-groups a compute unit, %s: %s", per_unit[u],
+                                 ms ? ms->name : "one group a step", err.message);
+                continue;
+            }
+            char shape[48];
+            snprintf(shape, sizeof shape, "%.1f KiB a step, %d steps", (double)c.phase_bytes / 1024, c.phases);
+            tern_kbench_result r = {.family = "sync", .type = "launch", .model = ms ? ms->name : "-", .m = 1};
+            snprintf(r.shape, sizeof r.shape, "%s", shape);
+            if (u == 0) /* the launches do not depend on the persistent launch's groups */
+                cl_row(s, &r, (tern_kbench_time){c.launch_s, c.launch_s, c.reps, 0}, (double)c.phase_bytes, 0, true);
+            r.type = u == 0 ? "grid x1" : u == 1 ? "grid x2" : "grid x4";
+            cl_row(s, &r, (tern_kbench_time){c.phase_s, c.phase_s, c.reps, 0}, (double)c.phase_bytes, 0, true);
+        }
+    }
+}
+
 /* The device --device names, or the first usable one, GPUs first; -1 (and s->opencl says why). */
 static int pick_device(tern_kbench_state *s, const char *library, tern_cl_device_info *devices, int *n) {
     tern_error err = {0};
@@ -474,6 +514,7 @@ void tern_kbench_opencl(tern_kbench_state *s, bool run_kernels) {
                 cl_attention(s, cl, &tern_kbench_models[mi], contexts[c]);
         for (int mi = 0; mi < tern_kbench_n_models(s); mi++)
             cl_ops_rows(s, cl, &tern_kbench_models[mi]);
+        cl_sync_rows(s, cl);
     }
     tern_cl_free(cl);
 }
@@ -524,13 +565,16 @@ void tern_kbench_print_md(const tern_kbench_state *s, FILE *f) {
                 snprintf(pct, sizeof pct, "%.0f", r->roofline_pct);
             if (r->threads > 0)
                 snprintf(threads, sizeof threads, "%d", r->threads);
-            fprintf(f, "| | %s | %s | %s | %s | %lld | %s | %.3f | %.2f | %.2f | %s |\n", r->isa, r->type,
-                    r->model, r->shape, (long long)r->m, threads, r->time.median * 1e3, r->gbs, r->gflops,
-                    pct);
+            /* a launch's few microseconds keep their digits */
+            const double ms = r->time.median * 1e3;
+            fprintf(f, "| | %s | %s | %s | %s | %lld | %s | %.*f | %.2f | %.2f | %s |\n", r->isa, r->type,
+                    r->model, r->shape, (long long)r->m, threads, ms < 0.1 ? 4 : 3, ms, r->gbs, r->gflops, pct);
         }
     }
     for (int i = 0; i < s->n_skipped; i++)
         fprintf(f, "%sskipped: %s\n", i ? "" : "\n", s->skipped[i]);
+    for (int i = 0; i < s->n_notes; i++)
+        fprintf(f, "%snote: %s\n", i || s->n_skipped ? "" : "\n", s->notes[i]);
 }
 
 void tern_kbench_print_json(const tern_kbench_state *s, FILE *f) {
@@ -564,6 +608,11 @@ void tern_kbench_print_json(const tern_kbench_state *s, FILE *f) {
     for (int i = 0; i < s->n_skipped; i++) {
         fputs(i ? "," : "", f);
         tern_cli_json_string(f, s->skipped[i], strlen(s->skipped[i]));
+    }
+    fputs("],\"notes\":[", f);
+    for (int i = 0; i < s->n_notes; i++) {
+        fputs(i ? "," : "", f);
+        tern_cli_json_string(f, s->notes[i], strlen(s->notes[i]));
     }
     fputs("]}\n", f);
 }

@@ -14,12 +14,17 @@
 #define BW_MAX_LOCAL 256 /* work-group size, when the kernel allows it */
 #define BW_MAX_REPS 100
 #define STAGING_BYTES ((size_t)16 << 20)
+/* common.cl's grid_sync words, and bandwidth.cl's count of a step's stores unseen */
+#define GRID_FLAG 32
+#define GRID_LATE (GRID_FLAG + 32 * TERN_CL_GRID_FLAGS)
+#define GRID_WRONG (GRID_LATE + 1)
+#define GRID_WORDS (GRID_LATE + 32)
 
 /* The work-group size: the largest power of two up to BW_MAX_LOCAL the compiled kernel allows. */
-static size_t local_size(tern_cl *cl) {
+static size_t local_size(tern_cl *cl, cl_kernel kernel) {
     size_t allowed = 0, local = BW_MAX_LOCAL;
-    if (cl->api.GetKernelWorkGroupInfo(cl->read_bw, cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof allowed,
-                                       &allowed, NULL) != CL_SUCCESS ||
+    if (cl->api.GetKernelWorkGroupInfo(kernel, cl->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof allowed, &allowed,
+                                       NULL) != CL_SUCCESS ||
         allowed == 0)
         allowed = cl->info.max_work_group ? cl->info.max_work_group : 1;
     while (local > allowed)
@@ -75,7 +80,7 @@ tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, size_t chunk, int 
     if (reps < 1 || reps > BW_MAX_REPS)
         return tern_error_set(err, TERN_ERR_INVALID_ARG, "bandwidth: %d repetitions (1 to %d)", reps,
                               BW_MAX_REPS);
-    size_t local = local_size(cl);
+    size_t local = local_size(cl, cl->read_bw);
     /* launches of a chunk: work-groups small enough that there are several per compute unit
      * (a few large ones leave some units with one more group than others) */
     const size_t units = cl->info.compute_units > 0 ? (size_t)cl->info.compute_units : 1;
@@ -128,5 +133,104 @@ tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, size_t chunk, int 
     }
     tern_cl_release(cl, src, bytes);
     tern_cl_release(cl, sums, out_bytes);
+    return st;
+}
+
+/* One launch of read_bw_phases: `groups` work-groups over `phases` steps of n_items each. */
+static void launch_phases(tern_cl *cl, cl_mem src, cl_uint n_items, int phases, cl_mem words, int flags,
+                          cl_mem sums, cl_mem seen, size_t groups, size_t local) {
+    /* polls before a group gives up, far beyond any wait of groups that run at once: about a
+     * second on a CPU device (where the OS may stop a group's thread a while), a fraction of one
+     * on NVIDIA (PTX's polls sleep 100 ns; groups that do not fit wait their turn, each for as long) */
+    const cl_uint spins = cl->tune.sync == 2 ? 1000000u : 1000000000u, n_phases = (cl_uint)phases,
+                  n_flags = (cl_uint)flags;
+    const tern_cl_arg args[] = {TERN_CL_ARG(src),   TERN_CL_ARG(n_items), TERN_CL_ARG(n_phases),
+                                TERN_CL_ARG(words), TERN_CL_ARG(n_flags), TERN_CL_ARG(spins),
+                                TERN_CL_ARG(sums),  TERN_CL_ARG(seen),    {local * sizeof(cl_uint), NULL}};
+    const size_t global[1] = {groups * local};
+    tern_cl_launch(cl, cl->read_bw_phases, "read_bw_phases", 9, args, 1, global, &local,
+                   (uint64_t)n_items * BW_VECS * 16 * (uint64_t)phases);
+}
+
+tern_status tern_cl_measure_phases(tern_cl *cl, size_t phase_bytes, int phases, int groups_per_unit, int flags,
+                                   int reps, tern_cl_phase_cost *out, tern_error *err) {
+    memset(out, 0, sizeof *out);
+    if (phases < 2 || phases > 64 || groups_per_unit < 1 || groups_per_unit > 16 || flags < 1 ||
+        flags > TERN_CL_GRID_FLAGS || reps < 1 || reps > BW_MAX_REPS)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG,
+                              "phases: %d steps (2 to 64), %d groups a compute unit (1 to 16), %d flags (1 to %d), "
+                              "%d repetitions (1 to %d)",
+                              phases, groups_per_unit, flags, TERN_CL_GRID_FLAGS, reps, BW_MAX_REPS);
+    if (cl->tune.sync == 0)
+        return tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                              "phases: no order between work-groups is known for %s (SYNC=0 in its program)",
+                              cl->info.name);
+    size_t local = local_size(cl, cl->read_bw);
+    const size_t local_phases = local_size(cl, cl->read_bw_phases);
+    local = local_phases < local ? local_phases : local;
+    const size_t group_bytes = local * BW_VECS * 16;
+    const size_t n_groups = phase_bytes < group_bytes ? 1 : (phase_bytes + group_bytes / 2) / group_bytes;
+    const size_t bytes = n_groups * group_bytes * (size_t)phases;
+    if (bytes > cl->info.max_alloc || n_groups * local > UINT32_MAX)
+        return tern_error_set(err, TERN_ERR_INVALID_ARG, "phases: %d steps of %zu bytes are over %s's allocation limit",
+                              phases, n_groups * group_bytes, cl->info.name);
+    const cl_uint n_items = (cl_uint)(n_groups * local);
+    const size_t units = cl->info.compute_units > 0 ? (size_t)cl->info.compute_units : 1;
+    const size_t groups = units * (size_t)groups_per_unit;
+    const size_t sums_bytes = (n_groups > groups ? n_groups : groups) * sizeof(cl_uint);
+    cl_uint words_host[GRID_WORDS] = {0};
+    cl_mem src = NULL, sums = NULL, seen = NULL, words = NULL;
+    tern_status st = tern_cl_alloc(cl, bytes, NULL, &src, err);
+    if (st == TERN_OK)
+        st = tern_cl_alloc(cl, sums_bytes, NULL, &sums, err);
+    cl_uint *zeros = calloc(groups, sizeof(cl_uint)); /* seen[]: under every step's p + 1 */
+    if (st == TERN_OK && !zeros)
+        st = tern_error_set(err, TERN_ERR_NOMEM, "phases: out of memory");
+    if (st == TERN_OK)
+        st = tern_cl_alloc(cl, groups * sizeof(cl_uint), zeros, &seen, err);
+    free(zeros);
+    if (st == TERN_OK)
+        st = tern_cl_alloc(cl, sizeof words_host, words_host, &words, err);
+    if (st == TERN_OK)
+        st = fill(cl, src, bytes, err);
+    double t_launch[BW_MAX_REPS], t_phases[BW_MAX_REPS];
+    for (int r = -1; r < reps && st == TERN_OK; r++) { /* r = -1: the warm-up, which may compile */
+        double t0 = tern_now_s();
+        read_all(cl, src, n_items * (cl_uint)phases, n_items, sums, local);
+        st = tern_cl_finish(cl, err);
+        const double t1 = tern_now_s();
+        if (st == TERN_OK) {
+            launch_phases(cl, src, n_items, phases, words, flags, sums, seen, groups, local);
+            st = tern_cl_finish(cl, err);
+        }
+        if (r >= 0) {
+            t_launch[r] = (t1 - t0) / phases;
+            t_phases[r] = (tern_now_s() - t1) / phases;
+        }
+        if (st == TERN_OK)
+            st = tern_cl_read(cl, words, 0, sizeof words_host, words_host, err);
+        if (st == TERN_OK && words_host[GRID_LATE])
+            st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
+                                "phases: %u of %zu work-groups gave up waiting at the barrier: %s did not run "
+                                "%zu groups of %zu at once",
+                                words_host[GRID_LATE], groups, cl->info.name, groups, local);
+        else if (st == TERN_OK && words_host[GRID_WRONG])
+            st = tern_error_set(err, TERN_ERR_BACKEND,
+                                "phases: %u times a work-group did not see another's store of the step before the "
+                                "barrier on %s",
+                                words_host[GRID_WRONG], cl->info.name);
+    }
+    if (st == TERN_OK)
+        *out = (tern_cl_phase_cost){.phase_bytes = n_groups * group_bytes,
+                                    .phases = phases,
+                                    .reps = reps,
+                                    .groups = (int)groups,
+                                    .local = local,
+                                    .launch_s = tern_sort_median(t_launch, reps),
+                                    .phase_s = tern_sort_median(t_phases, reps)};
+    tern_cl_release(cl, src, bytes);
+    tern_cl_release(cl, sums, sums_bytes);
+    tern_cl_release(cl, seen, groups * sizeof(cl_uint));
+    tern_cl_release(cl, words, sizeof words_host);
     return st;
 }

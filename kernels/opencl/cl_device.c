@@ -487,6 +487,7 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
         {"attention_tiled", 0, &cl->attention_tiled}, /* used where it fits: below */
         {"attention_warps", 0, &cl->attention_warps}, /* likewise */
         {"read_bw", 0, &cl->read_bw}, /* any work-group size: cl_bandwidth.c asks the kernel */
+        {"read_bw_phases", 0, &cl->read_bw_phases},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0] && st == TERN_OK; i++)
         st = make_kernel(cl, ops[i].name, ops[i].local, ops[i].out, err);
@@ -683,7 +684,7 @@ void tern_cl_free(tern_cl *cl) {
     cl_kernel ops[] = {cl->rmsnorm,  cl->add_rmsnorm, cl->rope,           cl->glu,     cl->add,
                        cl->add_bias, cl->kv_store,    cl->attention,      cl->read_bw, cl->attention_merge,
                        cl->rope_kv,  cl->quantize_x8, cl->attention_tiled, cl->norm_rope_kv, cl->softcap,
-                       cl->attention_mma, cl->mma_x_half, cl->mma_x8, cl->attention_warps};
+                       cl->attention_mma, cl->mma_x_half, cl->mma_x8, cl->attention_warps, cl->read_bw_phases};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i])
             cl->api.ReleaseKernel(ops[i]);

@@ -178,6 +178,7 @@ struct tern_cl {
     bool att_tiled;    /* attention_tiled fits the device (work-group and local memory) */
     bool att_warps;    /* attention_warps takes decode (ATT_WARPS, and its work-group fits) */
     cl_kernel read_bw; /* bandwidth.cl: the read-bandwidth probe (cl_bandwidth.c) */
+    cl_kernel read_bw_phases; /* bandwidth.cl: the same reads in one persistent launch (cl_bandwidth.c) */
 
     /* prefill products */
     tern_opencl_gemm gemm;  /* TILED or CLBLAST once resolved */

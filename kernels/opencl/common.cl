@@ -493,6 +493,51 @@ static inline uint lead_arrive(volatile global uint *word, const uint total) {
     return before;
 }
 
+/* ---- a barrier across the whole launch ----
+ * grid_sync: every work-group of the launch waits until all `total` have arrived, then sees the
+ * stores each made before it arrived: what a persistent launch (one work-group or a few per
+ * compute unit, looping over its share of each step) puts between two steps that a decode token
+ * now runs as two launches (bandwidth.cl's read_bw_phases measures what it costs). It needs every
+ * work-group of the launch running at once, which OpenCL does not promise: so the wait is bounded,
+ * and a group that has polled `spins` times counts itself late (words[GRID_LATE]) and returns
+ * false, its caller's result then wrong and reported, never a hung device. words (zeroed by the
+ * host): [0] arrivals (LEAD_COUNT) and generation, [GRID_FLAG + 32 r] the generation the last
+ * arrival publishes, copy r read by the groups g with g % flags == r (each copy on a line of its
+ * own), flags 1 to GRID_FLAGS. */
+#define GRID_FLAG 32
+#define GRID_FLAGS 16
+#define GRID_LATE (GRID_FLAG + 32 * GRID_FLAGS)
+#define GRID_WORDS (GRID_LATE + 32) /* [GRID_LATE + 1 ...]: the caller's own counts */
+static inline bool grid_sync(volatile global uint *words, const uint total, const uint flags, const uint spins,
+                             local int *ok) {
+    device_fence();
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0) {
+        const uint before = lead_arrive(words, total);
+        const uint gen = (before / LEAD_GEN + 1u) & LEAD_GENS;
+        volatile global uint *flag = words + GRID_FLAG + 32 * (get_group_id(0) % flags);
+        if ((before & LEAD_COUNT) == total - 1) {
+            device_fence(); /* every arrival's stores, seen by the last, published with the flags */
+            for (uint r = 0; r < flags; r++)
+                words[GRID_FLAG + 32 * r] = gen;
+        }
+        uint n = 0;
+        while (*flag != gen && ++n < spins) {
+#if SYNC == 2
+            asm volatile("nanosleep.u32 100;");
+#endif
+        }
+        *ok = n < spins;
+        if (n >= spins)
+            atomic_inc(words + GRID_LATE);
+        device_fence();
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const bool done = *ok != 0;
+    barrier(CLK_LOCAL_MEM_FENCE); /* ok is free again for the next call */
+    return done;
+}
+
 /* Waits until *flag is gen, then sees the stores made before it was set (NORM_LEAD: the
  * product's x, written by its lead work-groups; the caller has issued its first weight loads,
  * which stay in flight meanwhile). The leads are started work-groups that wait only for each

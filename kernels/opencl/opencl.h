@@ -262,4 +262,26 @@ typedef struct tern_cl_bandwidth {
 tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, size_t chunk, int reps, tern_cl_bandwidth *out,
                                    tern_error *err);
 
+/* What a barrier between two steps of a persistent launch costs, against the launch boundary a
+ * decode token puts there now: `phases` steps (2 to 64), each a read of about `phase_bytes`
+ * (whole work-groups' reads, at least one group's), first as one read_bw launch per step, then
+ * as one launch of read_bw_phases (bandwidth.cl) with `groups_per_unit` work-groups per compute
+ * unit (1 to 16) meeting at grid_sync between steps (polling `flags` copies of its flag, 1 to 16).
+ * The two forms alternate for `reps` repetitions (1 to 100) after a warm-up of each; per step, the
+ * median repetition. TERN_ERR_UNSUPPORTED where the program has no device-scope order between
+ * work-groups (SYNC 0), or when they did not all run at once (a group's wait ran out: the device
+ * ran them in turns; its bounded wait is what keeps that from hanging the device);
+ * TERN_ERR_BACKEND when the barrier's own check saw a step's store missing after it. */
+typedef struct tern_cl_phase_cost {
+    size_t phase_bytes; /* read per step */
+    int phases, reps;
+    int groups;         /* the persistent launch's work-groups */
+    size_t local;       /* work-items per group, both forms */
+    double launch_s;    /* per step, a launch each */
+    double phase_s;     /* per step, inside one launch */
+} tern_cl_phase_cost;
+#define TERN_CL_GRID_FLAGS 16 /* common.cl's GRID_FLAGS */
+tern_status tern_cl_measure_phases(tern_cl *cl, size_t phase_bytes, int phases, int groups_per_unit, int flags,
+                                   int reps, tern_cl_phase_cost *out, tern_error *err);
+
 #endif

@@ -53,6 +53,11 @@ json "glu rows: silu and gelu" '[.results[] | select(.isa == "opencl" and .famil
 expect "kbench opencl rmsnorm (json)" 0 "$TERN" kbench --backend opencl --isa opencl --kernel rmsnorm --quick -o json
 json "rmsnorm and add_rmsnorm rows" '[.results[] | select(.isa == "opencl" and .family == "rmsnorm" and .gbs > 0) | .type] | sort == ["add+f32", "f32"]'
 
+# ---- kbench: a launch a step against a barrier a step ----
+expect "kbench opencl sync (json)" 0 "$TERN" kbench --backend opencl --isa opencl --kernel sync --quick -o json
+json "sync: a launch row and a one-group-a-unit row for each size" '[.results[] | select(.family == "sync" and .ms_median > 0 and .gbs > 0)] | (map(select(.type == "launch")) | length) == 2 and (map(select(.type == "grid x1")) | length) == 2'
+json "sync: more groups than run at once is a note, not a failure" '.skipped == [] and all(.notes[]; test("gave up waiting|did not run"))'
+
 # ---- kbench: the build options (bench.sh tests a missing runtime) ----
 expect "TERN_OPENCL_OPTIONS reaches the program build" 1 env TERN_OPENCL_OPTIONS=-DMV_ROWS=x "$TERN" kbench --backend opencl --isa opencl --kernel rope --quick
 has "the bad tunable is named" "MV_ROWS needs an integer in 1..65536" "$tmp/out"
