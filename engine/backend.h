@@ -76,6 +76,18 @@ typedef struct tern_residual_params {
     float eps;
 } tern_residual_params;
 
+/* The gated FFN of m rows (the ffn op): act = act_fn(gate x) * (up x), n_ff wide (up_out holds
+ * up's products on the way), branch = down act, then the residual p over branch into h and out. */
+typedef struct tern_ffn_args {
+    const tern_weight *gate, *up, *down;
+    const tern_buf *x;
+    int64_t m, n_ff;
+    tern_activation act_fn;
+    tern_buf *up_out, *act, *branch;
+    const tern_residual_params *p;
+    tern_buf *h, *out;
+} tern_ffn_args;
+
 #define TERN_SHARED_MAX 3
 
 typedef struct tern_backend_ops {
@@ -139,6 +151,9 @@ typedef struct tern_backend_ops {
      * it (the o-projection, the FFN down product). */
     void (*matmul_residual)(tern_backend *be, const tern_weight *w, const tern_buf *x, int64_t m, tern_buf *branch,
                             const tern_residual_params *p, tern_buf *h, tern_buf *out);
+    /* The gated FFN and the residual after it: matmul_glu(gate, up, x) into act (up_out: its
+     * scratch), then matmul_residual(down, act, branch, p, h, out). */
+    void (*ffn)(tern_backend *be, const tern_ffn_args *a);
     /* tern_rope_store_params: q and k are changed in place. */
     void (*rope_store)(tern_backend *be, tern_buf *q, tern_buf *k, const tern_buf *v,
                        const tern_rope_store_params *p);

@@ -54,6 +54,11 @@ void tern_be_generic_matmul_rope_store(tern_backend *be, const tern_weight *cons
     tern_be_rope_store(be, ys[0], ys[1], ys[2], p);
 }
 
+void tern_be_generic_ffn(tern_backend *be, const tern_ffn_args *a) {
+    tern_be_matmul_glu(be, a->gate, a->up, a->x, a->m, a->n_ff, a->act_fn, a->up_out, a->act);
+    tern_be_matmul_residual(be, a->down, a->act, a->m, a->branch, a->p, a->h, a->out);
+}
+
 void tern_be_matmul_shared(tern_backend *be, const tern_weight *const ws[], int n_w, const tern_buf *x, int64_t m,
                            tern_buf *const ys[]) {
     (be->ops->matmul_shared ? be->ops->matmul_shared : tern_be_generic_matmul_shared)(be, ws, n_w, x, m, ys);
@@ -85,4 +90,8 @@ void tern_be_matmul_rope_store(tern_backend *be, const tern_weight *const ws[3],
                                tern_buf *const ys[3], const tern_rope_store_params *p) {
     (be->ops->matmul_rope_store ? be->ops->matmul_rope_store : tern_be_generic_matmul_rope_store)(be, ws, x, ys,
                                                                                                   p);
+}
+
+void tern_be_ffn(tern_backend *be, const tern_ffn_args *a) {
+    (be->ops->ffn ? be->ops->ffn : tern_be_generic_ffn)(be, a);
 }

@@ -21,6 +21,7 @@ void tern_be_matmul_residual(tern_backend *be, const tern_weight *w, const tern_
                              const tern_residual_params *p, tern_buf *h, tern_buf *out);
 void tern_be_matmul_rope_store(tern_backend *be, const tern_weight *const ws[3], const tern_buf *x,
                                tern_buf *const ys[3], const tern_rope_store_params *p);
+void tern_be_ffn(tern_backend *be, const tern_ffn_args *a);
 
 /* The generic forms, for backends that run some cases their own way and leave the rest here. */
 void tern_be_generic_matmul_shared(tern_backend *be, const tern_weight *const ws[], int n_w, const tern_buf *x,
@@ -36,5 +37,6 @@ void tern_be_generic_matmul_residual(tern_backend *be, const tern_weight *w, con
                                      tern_buf *branch, const tern_residual_params *p, tern_buf *h, tern_buf *out);
 void tern_be_generic_matmul_rope_store(tern_backend *be, const tern_weight *const ws[3], const tern_buf *x,
                                        tern_buf *const ys[3], const tern_rope_store_params *p);
+void tern_be_generic_ffn(tern_backend *be, const tern_ffn_args *a);
 
 #endif

@@ -270,6 +270,30 @@ static void ocl_matmul_residual(tern_backend *be, const tern_weight *w, const te
         tern_be_generic_matmul_residual(be, w, x, m, branch, p, h, out);
 }
 
+/* One token's FFN and the residual after it in one persistent launch (tern_cl_ffn, FFN_GRID)
+ * where the kernels allow, its residual too where matvec_res's would; else the two ops. */
+static void ocl_ffn(tern_backend *be, const tern_ffn_args *a) {
+    const tern_residual_params *p = a->p;
+    bool res_done = false;
+    if (a->m == 1 && a->gate->m->n_rows == a->n_ff && a->down->m->n_rows == p->width) {
+        const bool fits = residual_fits(p);
+        const tern_cl_residual_args res = {
+            .bw = fits && p->branch_norm ? p->branch_norm->m->parts[0].mem : NULL,
+            .scale = p->scale,
+            .y = a->h->mem,
+            .nw = fits ? p->next_norm->m->parts[0].mem : NULL,
+            .eps = p->eps,
+            .out = a->out->mem};
+        if (tern_cl_ffn(ocl(be)->cl, a->gate->m, a->up->m, a->x->mem, a->act_fn == TERN_ACT_GELU, a->act->mem,
+                        a->down->m, a->branch->mem, fits ? &res : NULL, &res_done)) {
+            if (!res_done)
+                ocl_residual(be, a->branch, p, 1, a->h, a->out);
+            return;
+        }
+    }
+    tern_be_generic_ffn(be, a);
+}
+
 /* The table for p's parameters, computed up to position `need` (at least). */
 static rope_table *rope_table_for(ocl_backend *b, const tern_rope_params *p, int64_t need) {
     rope_table *t = NULL;
@@ -513,6 +537,7 @@ static const tern_backend_ops ocl_ops = {
     .matmul_glu = ocl_matmul_glu,
     .residual = ocl_residual,
     .matmul_residual = ocl_matmul_residual,
+    .ffn = ocl_ffn,
     .rope_store = ocl_rope_store,
     .matmul_rope_store = ocl_matmul_rope_store,
     .finish = ocl_finish,

@@ -363,6 +363,9 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             tern_be_matmul_residual(be, L->wo, f->attn, n, f->tmp, &res, f->x, f->xn);
         }
 
+        /* the next layer's input norm, or after the last layer the output norm */
+        res.branch_norm = L->post_ffw_norm;
+        res.next_norm = il + 1 < hp->n_layer ? f->w->layers[il + 1].attn_norm : f->w->output_norm;
         if (f->check_numerics) { /* the products named before the GLU combines them */
             const tern_weight *gu[2] = {L->ffn_gate, L->ffn_up};
             tern_buf *gu_out[2] = {f->gate, f->up};
@@ -370,19 +373,25 @@ tern_status tern_forward_eval(tern_forward *f, const int32_t *tokens, int64_t n,
             if ((st = check_products(f, n, il, PRODUCTS_GATE_UP, err)) != TERN_OK)
                 return st;
             o->glu(be, f->gate, f->up, n * hp->n_ff, hp->act, f->gate);
-        } else {
-            tern_be_matmul_glu(be, L->ffn_gate, L->ffn_up, f->xn, n, hp->n_ff, hp->act, f->up, f->gate);
-        }
-        /* the next layer's input norm, or after the last layer the output norm */
-        res.branch_norm = L->post_ffw_norm;
-        res.next_norm = il + 1 < hp->n_layer ? f->w->layers[il + 1].attn_norm : f->w->output_norm;
-        if (f->check_numerics) {
             o->matmul(be, L->ffn_down, f->gate, n, f->tmp);
             if ((st = check_products(f, n, il, PRODUCTS_DOWN, err)) != TERN_OK)
                 return st;
             tern_be_residual(be, f->tmp, &res, n, f->x, f->xn);
         } else {
-            tern_be_matmul_residual(be, L->ffn_down, f->gate, n, f->tmp, &res, f->x, f->xn);
+            const tern_ffn_args ffn = {.gate = L->ffn_gate,
+                                       .up = L->ffn_up,
+                                       .down = L->ffn_down,
+                                       .x = f->xn,
+                                       .m = n,
+                                       .n_ff = hp->n_ff,
+                                       .act_fn = hp->act,
+                                       .up_out = f->up,
+                                       .act = f->gate,
+                                       .branch = f->tmp,
+                                       .p = &res,
+                                       .h = f->x,
+                                       .out = f->xn};
+            tern_be_ffn(be, &ffn);
         }
         if (f->check_numerics && (st = check_finite(f, f->x, n * E, "the residual stream", il, err)) != TERN_OK)
             return st;

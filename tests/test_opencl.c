@@ -479,6 +479,101 @@ static void test_norm_lead(void **state) {
         check_norm_lead(2);
 }
 
+/* One token's FFN through tern_cl_ffn on a handle built with `extra` (FFN_GRID) and through the
+ * GLU and the down product's residual apart on one built with `extra0`, three tokens in a row
+ * (grid_sync's generations and the counters move on), gate/up of `type` and down of `type_d`,
+ * with the residual in the launch (width within RES_MAX) or after it: act, t, h and the norm's
+ * output bit for bit (the same arithmetic in the same order). `late`: the persistent launch is
+ * expected to find its groups not all running at once, so the first token's finish fails with
+ * that and the handle goes on without it. */
+static void check_ffn_grid(const char *extra, const char *extra0, uint32_t type, uint32_t type_d, bool late) {
+    char opts[700], opts0[700];
+    log_record rec = {0};
+    tern_cl *cl = open_profiled(extra, opts, sizeof opts, &rec);
+    const tern_opencl_params p0 = with_options(extra0, opts0, sizeof opts0);
+    tern_cl *cl0 = open_with(&p0);
+    tern_error err = {0};
+    const int64_t n_ff = 512, k = 256; /* K-quant rows: multiples of 256 */
+    weights wg = make_weights(type, n_ff, k), wu = make_weights(type, n_ff, k), wd = make_weights(type_d, k, n_ff);
+    float *x = random_floats((size_t)k, 1.0f), *h = random_floats((size_t)k, 2.0f), *nw = random_floats((size_t)k, 1.5f);
+    float got[2][4][512];
+    for (int c = 0; c < 2; c++) {
+        tern_cl *z = c == 0 ? cl : cl0;
+        tern_cl_matrix *g, *u, *d;
+        assert_int_equal(tern_cl_matrix_upload(z, wg.type, k, n_ff, wg.q, &g, &err), TERN_OK);
+        assert_int_equal(tern_cl_matrix_upload(z, wu.type, k, n_ff, wu.q, &u, &err), TERN_OK);
+        assert_int_equal(tern_cl_matrix_upload(z, wd.type, n_ff, k, wd.q, &d, &err), TERN_OK);
+        cl_mem xd = put(z, x, sizeof(float) * (size_t)k), hd = put(z, h, sizeof(float) * (size_t)k),
+               nd = put(z, nw, sizeof(float) * (size_t)k), ad = put(z, NULL, sizeof(float) * (size_t)n_ff),
+               td = put(z, NULL, sizeof(float) * (size_t)k), od = put(z, NULL, sizeof(float) * (size_t)k);
+        const tern_cl_residual_args res = {NULL, 1.0f, hd, nd, 1e-5f, od};
+        bool failed_once = false;
+        for (int token = 0; token < 3; token++) {
+            bool done = false;
+            if (c == 1 || !tern_cl_ffn(z, g, u, xd, false, ad, d, td, &res, &done)) {
+                if (c == 0 && !late)
+                    fail_msg("tern_cl_ffn did not run with %s", extra);
+                tern_cl_matmul_glu(z, g, u, xd, false, ad);
+                done = tern_cl_matmul_residual(z, d, ad, td, NULL, 1.0f, hd, nd, 1e-5f, od);
+            }
+            if (!done) {
+                tern_cl_matmul(z, d, ad, 1, td);
+                tern_cl_add_rmsnorm(z, td, NULL, 1.0f, hd, nd, k, 1, 1e-5f, od);
+            }
+            const tern_status st = tern_cl_finish(z, &err);
+            if (c == 0 && late && !failed_once) {
+                if (st != TERN_ERR_BACKEND || !strstr(err.message, "gave up waiting"))
+                    fail_msg("a late persistent launch: %d, %s", st, err.message);
+                /* its output was wrong: the token again, as the two launches */
+                assert_int_equal(tern_cl_write(z, hd, 0, sizeof(float) * (size_t)k, h, &err), TERN_OK);
+                failed_once = true;
+                token--;
+            } else if (st != TERN_OK) {
+                fail_msg("token %d: %s", token, err.message);
+            }
+        }
+        get(z, ad, got[c][0], sizeof(float) * (size_t)n_ff);
+        get(z, td, got[c][1], sizeof(float) * (size_t)k);
+        get(z, hd, got[c][2], sizeof(float) * (size_t)k);
+        get(z, od, got[c][3], sizeof(float) * (size_t)k);
+        const cl_mem bufs[] = {xd, hd, nd, ad, td, od};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            tern_cl_release(z, bufs[i], 0);
+        tern_cl_matrix_free(z, g);
+        tern_cl_matrix_free(z, u);
+        tern_cl_matrix_free(z, d);
+    }
+    const char *what[4] = {"act", "t", "h", "the norm's output"};
+    for (int i = 0; i < 4; i++)
+        if (memcmp(got[0][i], got[1][i], sizeof(float) * (size_t)(i == 0 ? n_ff : k)))
+            expect_close(what[i], got[0][i], got[1][i], i == 0 ? n_ff : k, 0.0f);
+    tern_cl_free(cl0);
+    tern_cl_free(cl);
+    const char *want = type_d == type ? "\n  ffn_grid_" : "_q6_k ";
+    if (!late && (!strstr(rec.text, want) || strstr(rec.text, "\n  matvec_glu_")))
+        fail_msg("with %s: no ffn_grid row, or a matvec_glu launch: %s", extra, rec.text);
+    free_weights(&wg);
+    free_weights(&wu);
+    free_weights(&wd);
+    free(x);
+    free(h);
+    free(nw);
+}
+
+/* The FFN in one persistent launch (persist.cl, FFN_GRID) against its two launches: Q4_K with a
+ * Q6_K down (Q4_K_M's layers) and Q8_0 throughout, f32 and int8 products, the residual in the
+ * launch and after it (RES_MAX 0); and where more groups are asked for than run at once (a CPU
+ * device runs one per compute unit), an error at the finish, then the two launches. */
+static void test_ffn_grid(void **state) {
+    (void)state;
+    check_ffn_grid("-DFFN_GRID=1", "", TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, false);
+    check_ffn_grid("-DFFN_GRID=1 -DDOT8=1", "-DDOT8=1", TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, false);
+    check_ffn_grid("-DFFN_GRID=1 -DDOT8=1 -DRES_MAX=0", "-DDOT8=1 -DRES_MAX=0", TERN_TYPE_Q8_0, TERN_TYPE_Q8_0,
+                   false);
+    if (!tern_cl_device(g_cl)->is_gpu)
+        check_ffn_grid("-DFFN_GRID=2 -DDOT8=1", "-DDOT8=1", TERN_TYPE_Q4_K, TERN_TYPE_Q4_K, true);
+}
+
 /* grid_sync (common.cl) through read_bw_phases: one work-group per compute unit runs at once on
  * the devices tern targets, so every step passes the barrier with the other groups' stores of the
  * step before seen (the kernel counts any it misses: TERN_ERR_BACKEND), polling one flag or 16
@@ -2202,6 +2297,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_wide),
         cmocka_unit_test(test_norm_lead),
         cmocka_unit_test(test_grid_sync),
+        cmocka_unit_test(test_ffn_grid),
         cmocka_unit_test(test_get_rows),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_norm_then_product),

@@ -14,11 +14,10 @@
 #define BW_MAX_LOCAL 256 /* work-group size, when the kernel allows it */
 #define BW_MAX_REPS 100
 #define STAGING_BYTES ((size_t)16 << 20)
-/* common.cl's grid_sync words, and bandwidth.cl's count of a step's stores unseen */
-#define GRID_FLAG 32
-#define GRID_LATE (GRID_FLAG + 32 * TERN_CL_GRID_FLAGS)
-#define GRID_WRONG (GRID_LATE + 1)
-#define GRID_WORDS (GRID_LATE + 32)
+/* bandwidth.cl's count of a step's stores unseen, after grid_sync's words */
+#define GRID_LATE TERN_CL_GRID_LATE
+#define GRID_WRONG (TERN_CL_GRID_LATE + 1)
+#define GRID_WORDS TERN_CL_GRID_WORDS
 
 /* The work-group size: the largest power of two up to BW_MAX_LOCAL the compiled kernel allows. */
 static size_t local_size(tern_cl *cl, cl_kernel kernel) {
@@ -139,10 +138,7 @@ tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, size_t chunk, int 
 /* One launch of read_bw_phases: `groups` work-groups over `phases` steps of n_items each. */
 static void launch_phases(tern_cl *cl, cl_mem src, cl_uint n_items, int phases, cl_mem words, int flags,
                           cl_mem sums, cl_mem seen, size_t groups, size_t local) {
-    /* polls before a group gives up, far beyond any wait of groups that run at once: about a
-     * second on a CPU device (where the OS may stop a group's thread a while), a fraction of one
-     * on NVIDIA (PTX's polls sleep 100 ns; groups that do not fit wait their turn, each for as long) */
-    const cl_uint spins = cl->tune.sync == 2 ? 1000000u : 1000000000u, n_phases = (cl_uint)phases,
+    const cl_uint spins = tern_cl_grid_spins(cl), n_phases = (cl_uint)phases,
                   n_flags = (cl_uint)flags;
     const tern_cl_arg args[] = {TERN_CL_ARG(src),   TERN_CL_ARG(n_items), TERN_CL_ARG(n_phases),
                                 TERN_CL_ARG(words), TERN_CL_ARG(n_flags), TERN_CL_ARG(spins),

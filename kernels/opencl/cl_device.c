@@ -153,8 +153,45 @@ int64_t tern_cl_max_head_dim(const tern_cl *cl) {
     return cl->tune.att_max_d;
 }
 
+/* ---- persistent launches (cl_persist.c): their barrier's late count ---- */
+
+/* Far beyond any wait of groups that run at once: on NVIDIA each poll sleeps 100 ns (PTX), so
+ * a fraction of a second there, where a step takes tens of microseconds (groups that do not fit
+ * wait their turn, each for as long); about a second on a CPU device, whose threads the OS may
+ * stop a while. */
+cl_uint tern_cl_grid_spins(const tern_cl *cl) {
+    return cl->tune.sync == 2 ? 1000000u : 1000000000u;
+}
+
+void tern_cl_grid_read(tern_cl *cl) {
+    if (!cl->grid_pending || cl->failed)
+        return;
+    cl->grid_late_count = 0;
+    const cl_int rc = cl->api.EnqueueReadBuffer(cl->queue, cl->grid_words, CL_FALSE,
+                                                TERN_CL_GRID_LATE * sizeof(cl_uint), sizeof(cl_uint),
+                                                &cl->grid_late_count, 0, NULL, NULL);
+    if (rc != CL_SUCCESS)
+        tern_cl_fail(cl, "reading the persistent launches' barrier count", rc);
+}
+
+void tern_cl_grid_check(tern_cl *cl) {
+    if (!cl->grid_pending)
+        return;
+    cl->grid_pending = false;
+    if (cl->failed || cl->grid_late_count == 0)
+        return;
+    cl->grid_late = true;
+    cl->failed = TERN_ERR_BACKEND;
+    snprintf(cl->failure, sizeof cl->failure,
+             "OpenCL on %s: %u work-groups of a persistent launch of %u gave up waiting at its barrier: the "
+             "device did not run them all at once (FFN_GRID), so its output is wrong; this handle runs the FFN "
+             "as two launches from now on",
+             cl->info.name, cl->grid_late_count, cl->grid_groups);
+}
+
 tern_status tern_cl_finish(tern_cl *cl, tern_error *err) {
     tern_cl_settle(cl);
+    tern_cl_grid_read(cl);
     if (!cl->failed) {
         const double t0 = tern_cl_profile_clock(cl), w0 = tern_now_s();
         cl_int rc = cl->api.Finish(cl->queue);
@@ -165,6 +202,7 @@ tern_status tern_cl_finish(tern_cl *cl, tern_error *err) {
         else
             tern_cl_profile_collect(cl);
     }
+    tern_cl_grid_check(cl);
     tern_status st = cl->failed;
     if (st != TERN_OK) {
         tern_error_set(err, st, "%s", cl->failure);
@@ -461,6 +499,15 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
                      tern_cl_type_suffix(type));
             st = make_kernel(cl, cl->names_v6[type], (size_t)t->mv_wgs, &cl->matvec3_rope_v6[type], err);
         }
+        if (st == TERN_OK && t->ffn_grid && t->sync) {
+            snprintf(cl->names[10][type], sizeof cl->names[10][type], "ffn_grid_%s", tern_cl_type_suffix(type));
+            st = make_kernel(cl, cl->names[10][type], (size_t)t->mv_wgs, &cl->ffn_grid[type], err);
+            if (st == TERN_OK && (type == TERN_TYPE_Q4_K || type == TERN_TYPE_Q5_K)) {
+                snprintf(cl->names_ffn_v6[type], sizeof cl->names_ffn_v6[type], "ffn_grid_%s_q6_k",
+                         tern_cl_type_suffix(type));
+                st = make_kernel(cl, cl->names_ffn_v6[type], (size_t)t->mv_wgs, &cl->ffn_grid_v6[type], err);
+            }
+        }
         if (st == TERN_OK && t->mma) {
             snprintf(cl->names[5][type], sizeof cl->names[5][type], "matmul_mma_%s", tern_cl_type_suffix(type));
             st = make_kernel(cl, cl->names[5][type], mma_threads, &cl->matmul_mma[type], err);
@@ -676,7 +723,7 @@ void tern_cl_free(tern_cl *cl) {
     tern_cl_profile_log_free(cl);
     cl_kernel *typed[] = {cl->matvec,     cl->matmul,     cl->dequant,    cl->matvec3,
                           cl->matvec_glu, cl->matmul_mma, cl->matvec_res, cl->matvec3_rope,
-                          cl->matvec3_rope_v6, cl->matvec_wide, cl->matvec_glu_wide};
+                          cl->matvec3_rope_v6, cl->matvec_wide, cl->matvec_glu_wide, cl->ffn_grid, cl->ffn_grid_v6};
     for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (typed[i][t])
@@ -695,6 +742,7 @@ void tern_cl_free(tern_cl *cl) {
         tern_cl_release(cl, cl->x8[i], cl->x8_bytes[i]);
     tern_cl_release(cl, cl->counters, cl->counters_bytes);
     tern_cl_release(cl, cl->lead_words, TERN_CL_LEAD_WORDS * sizeof(cl_uint));
+    tern_cl_release(cl, cl->grid_words, TERN_CL_GRID_WORDS * sizeof(cl_uint));
     tern_cl_release(cl, cl->xh.buf, cl->xh.bytes);
     tern_cl_release(cl, cl->xi.buf, cl->xi.bytes);
     if (cl->program && !cl->attached)

@@ -74,6 +74,7 @@ typedef struct tern_cl_tunables {
     int mma_i8; /* matmul_mma_q4_k on int8 tensor cores, x rounded by mma_x8 */
     int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */
     int res_max;      /* matvec_res for residuals up to this wide (host only) */
+    int ffn_grid;     /* persist.cl's FFN_GRID: ffn_grid's work-groups per compute unit (0: not built) */
     int norm_lead;    /* fused.cl's NORM_LEAD: 1 the GLU, 2 matvec3_rope, 3 both run the residual before them */
     int norm_leads;   /* their most lead work-groups (host only) */
     int lead_flags;   /* fused.cl's LEAD_FLAGS: copies of the leads' done flag (kernel only) */
@@ -159,15 +160,24 @@ struct tern_cl {
     cl_kernel matvec[TERN_TYPE_COUNT], matmul[TERN_TYPE_COUNT], dequant[TERN_TYPE_COUNT],
         matvec3[TERN_TYPE_COUNT], matvec_glu[TERN_TYPE_COUNT], matmul_mma[TERN_TYPE_COUNT],
         matvec_res[TERN_TYPE_COUNT], matvec3_rope[TERN_TYPE_COUNT], matvec_wide[TERN_TYPE_COUNT],
-        matvec_glu_wide[TERN_TYPE_COUNT];
+        matvec_glu_wide[TERN_TYPE_COUNT], ffn_grid[TERN_TYPE_COUNT];
     /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3, [4] matvec_glu,
      * [5] matmul_mma (only where MMA is built), [6] matvec_res, [7] matvec3_rope, [8] matvec_wide
-     * and [9] matvec_glu_wide (only where MV_WIDE is built) */
-    char names[10][TERN_TYPE_COUNT][24];
+     * and [9] matvec_glu_wide (only where MV_WIDE is built), [10] ffn_grid (only with FFN_GRID) */
+    char names[11][TERN_TYPE_COUNT][24];
     /* matvec3_rope with a Q6_K v, by the type of q and k (Q4_K and Q5_K: the _M mixes' layers with
      * more bits in v), and their names; NULL for the other types */
     cl_kernel matvec3_rope_v6[TERN_TYPE_COUNT];
     char names_v6[TERN_TYPE_COUNT][28];
+    /* ffn_grid with a Q6_K down product, likewise (with FFN_GRID) */
+    cl_kernel ffn_grid_v6[TERN_TYPE_COUNT];
+    char names_ffn_v6[TERN_TYPE_COUNT][24];
+    /* persist.cl's launches: grid_sync's words (zeroed once, kept), and whether a launch's groups
+     * did not all run at once (then the persistent launches stop: tern_cl_finish says so once) */
+    cl_mem grid_words;
+    bool grid_pending; /* a persistent launch since the last finish: its late count is read there */
+    bool grid_late;
+    cl_uint grid_late_count, grid_groups; /* read back by tern_cl_finish; the last launch's groups */
     cl_kernel rmsnorm, add_rmsnorm, rope, glu, add, add_bias, kv_store, attention, attention_merge, attention_warps, rope_kv,
         norm_rope_kv, softcap, quantize_x8, attention_tiled, attention_mma, mma_x_half, mma_x8;
     uint64_t launches; /* enqueued kernels (tern_cl_launches) */
@@ -303,6 +313,23 @@ void tern_cl_forget_rounded(tern_cl *cl, cl_mem mem);
 /* A buffer of at least n zeroed counters for arrive_last (common.cl), which leaves them zero;
  * NULL, with the failure remembered, when the device cannot allocate it. */
 cl_mem tern_cl_counters(tern_cl *cl, size_t n);
+/* The activations a decode product over w reads (cl_matmul.c): x, or x rounded to 8 bits in
+ * cl->x8[] where the products are int8 and w is quantized (rounding it now if nothing has). */
+cl_mem tern_cl_product_input(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m);
+/* tern_cl_launch for a kernel that only reads its x: what x8 holds stays valid. */
+void tern_cl_product_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args, const tern_cl_arg *args,
+                            cl_uint dims, const size_t *global, const size_t *local, uint64_t bytes);
+/* common.cl's grid_sync words: the flag copies from TERN_CL_GRID_FLAG, one line each, then the count
+ * of groups that gave up waiting; TERN_CL_GRID_WORDS in all */
+#define TERN_CL_GRID_FLAG 32
+#define TERN_CL_GRID_LATE (TERN_CL_GRID_FLAG + 32 * TERN_CL_GRID_FLAGS)
+#define TERN_CL_GRID_WORDS (TERN_CL_GRID_LATE + 32)
+/* grid_sync's polls before a group gives up */
+cl_uint tern_cl_grid_spins(const tern_cl *cl);
+/* tern_cl_finish's part: before the queue's finish, the read of the persistent launches' late
+ * count (none pending: nothing); after it, a late launch made a failure. */
+void tern_cl_grid_read(tern_cl *cl);
+void tern_cl_grid_check(tern_cl *cl);
 
 /* add_rmsnorm's launch over n_rows rows of n (x8: its 8-bit output, or NULL). */
 void tern_cl_launch_add_rmsnorm(tern_cl *cl, cl_mem t, cl_mem bw, float scale, cl_mem y, cl_mem w, cl_int n,

@@ -117,7 +117,7 @@ void tern_cl_quantize_x8(tern_cl *cl, cl_mem x, int64_t m, int64_t k, cl_mem out
 /* The activations a decode product over w reads: x itself, or x rounded to 8 bits in cl->x8[]
  * when the products are int8 and w is quantized (matvec.cl's sums_x8): rounded by the norm
  * that wrote x, or by a product before this one over the same x, or else now. */
-static cl_mem product_input(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m) {
+cl_mem tern_cl_product_input(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m) {
     const uint32_t t = w->type;
     if (cl->tune.dot8 == 0 || t == TERN_TYPE_F32 || t == TERN_TYPE_F16 || t == TERN_TYPE_BF16)
         return x;
@@ -132,7 +132,7 @@ static cl_mem product_input(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int6
 }
 
 /* A product's launch: it only reads its x, so what x8 holds stays valid. */
-static void product_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
+void tern_cl_product_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args,
                            const tern_cl_arg *args, cl_uint dims, const size_t *global, const size_t *local,
                            uint64_t bytes) {
     cl->keep_x8 = true;
@@ -183,7 +183,7 @@ void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, c
         return;
     const cl_ulong row_bytes = w->row_bytes;
     const cl_int k = (cl_int)w->k, y_stride = (cl_int)w->n_rows;
-    const cl_mem xv = m < cl->gemm_min_m ? product_input(cl, w, x, m) : x; /* once for every part */
+    const cl_mem xv = m < cl->gemm_min_m ? tern_cl_product_input(cl, w, x, m) : x; /* once for every part */
     for (int p = 0; p < w->n_parts && !cl->failed; p++) {
         const tern_cl_part *part = &w->parts[p];
         const cl_int rows = (cl_int)part->rows, y_offset = (cl_int)part->row0;
@@ -195,7 +195,7 @@ void tern_cl_matmul(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int64_t m, c
             const size_t wgs = (size_t)(wide ? t->mv_wide : t->mv_wgs);
             const size_t global[2] = {(size_t)((rows + t->mv_rows - 1) / t->mv_rows) * wgs, (size_t)m};
             const size_t local[2] = {wgs, 1};
-            product_launch(cl, wide ? cl->matvec_wide[w->type] : cl->matvec[w->type],
+            tern_cl_product_launch(cl, wide ? cl->matvec_wide[w->type] : cl->matvec[w->type],
                            cl->names[wide ? 8 : 0][w->type], 8, args, 2, global, local,
                            (uint64_t)rows * w->row_bytes + (uint64_t)(m * (w->k + rows)) * 4);
             continue;
@@ -250,14 +250,14 @@ void tern_cl_matmul_shared(tern_cl *cl, const tern_cl_matrix *const *w, int n, c
     }
     const cl_ulong row_bytes = w[0]->row_bytes;
     const cl_int k = (cl_int)w[0]->k;
-    const cl_mem xv = product_input(cl, w[0], x, 1);
+    const cl_mem xv = tern_cl_product_input(cl, w[0], x, 1);
     cl_mem wm[3], ym[3];
     cl_int rows[3];
     tern_cl_arg args[12];
     uint64_t bytes;
     const size_t global[1] = {shared_args(cl, w, n, &xv, y, wm, rows, ym, &row_bytes, &k, args, &bytes)};
     const size_t local[1] = {(size_t)cl->tune.mv_wgs};
-    product_launch(cl, cl->matvec3[w[0]->type], cl->names[3][w[0]->type], 12, args, 1, global, local, bytes);
+    tern_cl_product_launch(cl, cl->matvec3[w[0]->type], cl->names[3][w[0]->type], 12, args, 1, global, local, bytes);
 }
 
 bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_mem x, const tern_cl_rope_kv_args *a) {
@@ -281,7 +281,7 @@ bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_me
     const cl_int k = (cl_int)w[0]->k, hd = (cl_int)a->head_dim, nr = (cl_int)a->n_rot, nx = a->neox,
                  pos = (cl_int)a->pos0, vw = (cl_int)a->v_width, v_done = v_apart, norms = a->q_norm != NULL;
     const float eps = a->eps;
-    const cl_mem xv = product_input(cl, w[0], x, 1), y[3] = {a->q, a->k, a->v};
+    const cl_mem xv = tern_cl_product_input(cl, w[0], x, 1), y[3] = {a->q, a->k, a->v};
     cl_mem wm[3], ym[3];
     cl_int rows[3];
     tern_cl_arg args[27 + TERN_CL_LEAD_N_ARGS];
@@ -298,7 +298,7 @@ bool tern_cl_matmul_rope_kv(tern_cl *cl, const tern_cl_matrix *const w[3], cl_me
                                   TERN_CL_ARG(eps),       TERN_CL_ARG(norms),      TERN_CL_ARG(row_bytes_v)};
     memcpy(args + 12, rope, sizeof rope);
     const size_t local[1] = {(size_t)cl->tune.mv_wgs};
-    product_launch(cl, v_paired ? v6 : cl->matvec3_rope[w[0]->type],
+    tern_cl_product_launch(cl, v_paired ? v6 : cl->matvec3_rope[w[0]->type],
                    v_paired ? cl->names_v6[w[0]->type] : cl->names[7][w[0]->type], 27 + TERN_CL_LEAD_N_ARGS, args, 1,
                    global, local,
                    bytes + (uint64_t)(a->n_head * a->n_rot * 8 + (a->n_head_kv * a->head_dim + a->v_width) * 6));
@@ -311,7 +311,7 @@ void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_m
     const tern_cl_tunables *t = &cl->tune;
     const cl_ulong row_bytes = gate->row_bytes;
     const cl_int rows = (cl_int)gate->n_rows, k = (cl_int)gate->k, g = gelu;
-    const cl_mem xv = product_input(cl, gate, x, 1);
+    const cl_mem xv = tern_cl_product_input(cl, gate, x, 1);
     /* with SYNC, out also rounded for the down product by the blocks' last work-groups */
     cl_mem x8 = t->sync ? tern_cl_x8_for(cl, rows, 1) : NULL;
     cl_mem counters = x8 ? tern_cl_counters(cl, (size_t)rows / 32) : NULL;
@@ -325,7 +325,7 @@ void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_m
     const size_t global[1] = {groups * wgs}, local[1] = {wgs};
     tern_cl_lead_args lead;
     tern_cl_take_lead(cl, 1, xv, groups, (int)wgs, &lead, args + 11);
-    product_launch(cl, wide ? cl->matvec_glu_wide[gate->type] : cl->matvec_glu[gate->type],
+    tern_cl_product_launch(cl, wide ? cl->matvec_glu_wide[gate->type] : cl->matvec_glu[gate->type],
                    cl->names[wide ? 9 : 4][gate->type], 11 + TERN_CL_LEAD_N_ARGS, args, 1, global, local,
                    2 * (uint64_t)rows * gate->row_bytes + (uint64_t)(k + rows) * 4);
     if (use_x8)
@@ -340,7 +340,7 @@ bool tern_cl_matmul_residual(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, cl_
     if (!counter)
         return false;
     const tern_cl_tunables *tu = &cl->tune;
-    const cl_mem xv = product_input(cl, w, x, 1);
+    const cl_mem xv = tern_cl_product_input(cl, w, x, 1);
     /* the other buffer than xv's; the tail rounds blocks of 8 work-items' float4s (ops.cl) */
     cl_mem x8 = tu->mv_wgs >= 8 ? tern_cl_x8_for(cl, w->n_rows, 1) : NULL;
     const cl_int use_x8 = x8 != NULL, use_bw = bw != NULL, rows = (cl_int)w->n_rows, k = (cl_int)w->k;
@@ -354,7 +354,7 @@ bool tern_cl_matmul_residual(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, cl_
     const size_t global[1] = {(size_t)((rows + tu->mv_rows - 1) / tu->mv_rows) * (size_t)tu->mv_wgs};
     const size_t local[1] = {(size_t)tu->mv_wgs};
     /* a product's launch (it reads xv), though it writes y and out: x8_of is not any of them */
-    product_launch(cl, cl->matvec_res[w->type], cl->names[6][w->type], 16, args, 1, global, local,
+    tern_cl_product_launch(cl, cl->matvec_res[w->type], cl->names[6][w->type], 16, args, 1, global, local,
                    (uint64_t)rows * w->row_bytes + (uint64_t)(k + 5 * rows) * 4);
     if (use_x8)
         tern_cl_x8_holds(cl, out, rows, 1);

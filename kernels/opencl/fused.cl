@@ -240,7 +240,7 @@ MATVEC3_ROPE_KERNEL(q5_k_q6_k, T_Q5_K, T_Q6_K)
         uint gen;                                                                                            \
         volatile global uint *wait_at = lead_norm(LEAD_ARGS, (global uchar *)x, red_gate, &ticket, &gen, wgs); \
         matvec_glu_group(type, w_gate, w_up, row_bytes, n_rows, k, x, out, gelu, x8, use_x8, block_count,    \
-                         red_gate, red_up, &flag, wgs, wait_at, gen);                                        \
+                         red_gate, red_up, &flag, wgs, wait_at, gen, get_group_id(0));                       \
     }
 
 #if MV_WIDE

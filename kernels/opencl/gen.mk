@@ -9,7 +9,7 @@
 OPENCL_CL      := kernels/opencl/common.cl kernels/opencl/bandwidth.cl kernels/opencl/matvec.cl \
                   kernels/opencl/matmul.cl kernels/opencl/matmul_mma.cl \
                   kernels/opencl/ops.cl kernels/opencl/attention.cl kernels/opencl/attention_mma.cl \
-                  kernels/opencl/fused.cl
+                  kernels/opencl/fused.cl kernels/opencl/persist.cl
 OPENCL_SOURCES := $(BUILD)/gen/opencl_sources.c
 
 GEN_SRC += $(OPENCL_SOURCES)

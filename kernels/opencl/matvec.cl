@@ -330,8 +330,8 @@ static inline void group_x8(global const float *src, const int n, global uchar *
  * of 32 outputs comes from several work-groups, and the last of them to count its rows in at
  * the block's counter (block_count, one per block) rounds it (arrive_last). */
 static inline void glu_block_x8(global const float *out, const int n_rows, global uchar *x8,
-                                volatile global uint *block_count, local int *flag) {
-    const int row0 = get_group_id(0) * MV_ROWS, row1 = min(row0 + MV_ROWS, n_rows);
+                                volatile global uint *block_count, local int *flag, const int group) {
+    const int row0 = group * MV_ROWS, row1 = min(row0 + MV_ROWS, n_rows);
     for (int b = row0 / 32; b <= (row1 - 1) / 32; b++) {
         const int mine = min(row1, 32 * b + 32) - max(row0, 32 * b);
         if (arrive_last(block_count + b, mine, min(32, n_rows - 32 * b), flag) && get_local_id(0) == 0)
@@ -369,19 +369,20 @@ TYPED int matvec3(const int type, const int type_v, global const uchar *w0, glob
     return which;
 }
 
-/* matvec_glu's body for a work-group of wgs work-items. */
+/* matvec_glu's body for a work-group of wgs work-items, rows group * MV_ROWS on. */
 TYPED void matvec_glu_group(const int type, global const uchar *w_gate, global const uchar *w_up,
                             const ulong row_bytes, const int n_rows, const int k, global const float *x,
                             global float *out, const int gelu, global uchar *x8, const int use_x8,
                             volatile global uint *block_count, local float *red_gate, local float *red_up,
-                            local int *flag, const int wgs, volatile global uint *wait_at, const uint wait_for) {
-    matvec_sums(type, w_gate, row_bytes, n_rows, k, x, red_gate, get_group_id(0), wgs, wait_at, wait_for);
-    matvec_sums(type, w_up, row_bytes, n_rows, k, x, red_up, get_group_id(0), wgs, NULL, 0);
-    const int lid = get_local_id(0), row = get_group_id(0) * MV_ROWS + lid;
+                            local int *flag, const int wgs, volatile global uint *wait_at, const uint wait_for,
+                            const int group) {
+    matvec_sums(type, w_gate, row_bytes, n_rows, k, x, red_gate, group, wgs, wait_at, wait_for);
+    matvec_sums(type, w_up, row_bytes, n_rows, k, x, red_up, group, wgs, NULL, 0);
+    const int lid = get_local_id(0), row = group * MV_ROWS + lid;
     if (lid < MV_ROWS && row < n_rows)
         out[row] = glu_act(red_gate[lid * wgs], red_up[lid * wgs], gelu);
     if (use_x8)
-        glu_block_x8(out, n_rows, x8, block_count, flag);
+        glu_block_x8(out, n_rows, x8, block_count, flag, group);
 }
 
 /* matvec_<name> for work-groups of wgs work-items, kernels named with `suffix` (MATVEC_KERNEL's,

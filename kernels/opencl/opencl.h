@@ -180,6 +180,22 @@ void tern_cl_matmul_glu(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_m
 /* out[i][:] = row rows[i] of w, dequantized, times scale (rows checked by the caller). */
 void tern_cl_get_rows(tern_cl *cl, const tern_cl_matrix *w, const int32_t *rows, int64_t n, float scale,
                       cl_mem out);
+/* The gated FFN of one token in one persistent launch (persist.cl's ffn_grid, FFN_GRID): act =
+ * tern_cl_matmul_glu's output, then t = down act, and where res is given and the residual is
+ * within RES_MAX tern_cl_matmul_residual's step on t in the same launch (*res_done). False, with
+ * nothing launched, where it does not apply (FFN_GRID 0, no kernel for the types, a weight in
+ * parts, or an earlier launch's work-groups found not all running at once): the caller runs the
+ * two ops. A launch whose groups did not all run at once is an error of the next
+ * tern_cl_finish (its output is wrong), and the persistent launches stop on that handle. */
+typedef struct tern_cl_residual_args {
+    cl_mem bw; /* the branch's own norm, or NULL */
+    float scale;
+    cl_mem y, nw;
+    float eps;
+    cl_mem out;
+} tern_cl_residual_args;
+bool tern_cl_ffn(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_matrix *up, cl_mem x, bool gelu, cl_mem act,
+                 const tern_cl_matrix *down, cl_mem t, const tern_cl_residual_args *res, bool *res_done);
 /* t = w x for one token (x: k floats), then tern_cl_add_rmsnorm over t (width = w's rows), in one
  * launch (the product's last work-group adds and normalizes): true where the program has SYNC, w
  * is in one part and no wider than RES_MAX; false, with nothing launched, otherwise (the caller

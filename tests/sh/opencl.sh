@@ -87,6 +87,18 @@ for g in test_golden test_golden_arch; do
     fi
 done
 
+# the FFN in one persistent launch (FFN_GRID: the GLU, a barrier, the down product and its
+# residual), with 8-bit products: every architecture's FFN (gemma2's GELU and branch norms,
+# granite's scales, Q4_K_M's Q6_K down products)
+for g in test_golden test_golden_arch; do
+    if TERN_TEST_BACKEND=opencl TERN_OPENCL_OPTIONS="-DDOT8=1 -DFFN_GRID=1" "$BUILD/tests/$g" >"$tmp/golden" 2>&1; then
+        ok "$g with the FFN in one persistent launch (FFN_GRID)"
+    else
+        fail "$g with the FFN in one persistent launch (FFN_GRID)"
+        tail -20 "$tmp/golden"
+    fi
+done
+
 if TERN_TEST_BACKEND=opencl "$BUILD/tests/test_golden_arch" >"$tmp/golden_arch" 2>&1; then
     ok "golden tests of qwen3, gemma2, phi3, granite on the OpenCL backend"
 else
