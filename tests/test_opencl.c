@@ -483,10 +483,12 @@ static void test_norm_lead(void **state) {
  * GLU and the down product's residual apart on one built with `extra0`, three tokens in a row
  * (grid_sync's generations and the counters move on), gate/up of `type` and down of `type_d`,
  * with the residual in the launch (width within RES_MAX) or after it: act, t, h and the norm's
- * output bit for bit (the same arithmetic in the same order). `late`: the persistent launch is
+ * output bit for bit (the same arithmetic in the same order), and a profile row named `row`
+ * where no matvec_glu ran. `late`: the persistent launch is
  * expected to find its groups not all running at once, so the first token's finish fails with
  * that and the handle goes on without it. */
-static void check_ffn_grid(const char *extra, const char *extra0, uint32_t type, uint32_t type_d, bool late) {
+static void check_ffn_grid(const char *extra, const char *extra0, uint32_t type, uint32_t type_d, const char *row,
+                           bool late) {
     char opts[700], opts0[700];
     log_record rec = {0};
     tern_cl *cl = open_profiled(extra, opts, sizeof opts, &rec);
@@ -549,9 +551,8 @@ static void check_ffn_grid(const char *extra, const char *extra0, uint32_t type,
             expect_close(what[i], got[0][i], got[1][i], i == 0 ? n_ff : k, 0.0f);
     tern_cl_free(cl0);
     tern_cl_free(cl);
-    const char *want = type_d == type ? "\n  ffn_grid_" : "_q6_k ";
-    if (!late && (!strstr(rec.text, want) || strstr(rec.text, "\n  matvec_glu_")))
-        fail_msg("with %s: no ffn_grid row, or a matvec_glu launch: %s", extra, rec.text);
+    if (!late && (!strstr(rec.text, row) || strstr(rec.text, "\n  matvec_glu_")))
+        fail_msg("with %s: no '%s' row, or a matvec_glu launch: %s", extra, row, rec.text);
     free_weights(&wg);
     free_weights(&wu);
     free_weights(&wd);
@@ -562,16 +563,21 @@ static void check_ffn_grid(const char *extra, const char *extra0, uint32_t type,
 
 /* The FFN in one persistent launch (persist.cl, FFN_GRID) against its two launches: Q4_K with a
  * Q6_K down (Q4_K_M's layers) and Q8_0 throughout, f32 and int8 products, the residual in the
- * launch and after it (RES_MAX 0); and where more groups are asked for than run at once (a CPU
+ * launch and after it (RES_MAX 0), the plain and the wide kernels; and where more groups are asked for than run at once (a CPU
  * device runs one per compute unit), an error at the finish, then the two launches. */
 static void test_ffn_grid(void **state) {
     (void)state;
-    check_ffn_grid("-DFFN_GRID=1", "", TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, false);
-    check_ffn_grid("-DFFN_GRID=1 -DDOT8=1", "-DDOT8=1", TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, false);
-    check_ffn_grid("-DFFN_GRID=1 -DDOT8=1 -DRES_MAX=0", "-DDOT8=1 -DRES_MAX=0", TERN_TYPE_Q8_0, TERN_TYPE_Q8_0,
+    check_ffn_grid("-DFFN_GRID=1", "", TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, "\n  ffn_grid_q4_k_q6_k ", false);
+    check_ffn_grid("-DFFN_GRID=1 -DDOT8=1", "-DDOT8=1", TERN_TYPE_Q4_K, TERN_TYPE_Q6_K, "\n  ffn_grid_q4_k_q6_k ",
                    false);
+    check_ffn_grid("-DFFN_GRID=1 -DDOT8=1 -DRES_MAX=0", "-DDOT8=1 -DRES_MAX=0", TERN_TYPE_Q8_0, TERN_TYPE_Q8_0,
+                   "\n  ffn_grid_q8_0 ", false);
+    /* rows of 8 pieces in groups of 8 (MV_WIDE): the wide kernels on both handles (matvec_res has
+     * no wide form: the residual after the product, as on a 7B's 4096-wide rows over RES_MAX) */
+    check_ffn_grid("-DFFN_GRID=1 -DDOT8=1 -DMV_WIDE=8 -DRES_MAX=0", "-DDOT8=1 -DMV_WIDE=8 -DRES_MAX=0",
+                   TERN_TYPE_Q4_K, TERN_TYPE_Q4_K, "\n  ffn_grid_wide_q4_k ", false);
     if (!tern_cl_device(g_cl)->is_gpu)
-        check_ffn_grid("-DFFN_GRID=2 -DDOT8=1", "-DDOT8=1", TERN_TYPE_Q4_K, TERN_TYPE_Q4_K, true);
+        check_ffn_grid("-DFFN_GRID=2 -DDOT8=1", "-DDOT8=1", TERN_TYPE_Q4_K, TERN_TYPE_Q4_K, NULL, true);
 }
 
 /* grid_sync (common.cl) through read_bw_phases: one work-group per compute unit runs at once on

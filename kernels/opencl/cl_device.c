@@ -499,15 +499,16 @@ static tern_status make_kernels(tern_cl *cl, tern_error *err) {
                      tern_cl_type_suffix(type));
             st = make_kernel(cl, cl->names_v6[type], (size_t)t->mv_wgs, &cl->matvec3_rope_v6[type], err);
         }
-        if (st == TERN_OK && t->ffn_grid && t->sync) {
-            snprintf(cl->names[10][type], sizeof cl->names[10][type], "ffn_grid_%s", tern_cl_type_suffix(type));
-            st = make_kernel(cl, cl->names[10][type], (size_t)t->mv_wgs, &cl->ffn_grid[type], err);
-            if (st == TERN_OK && (type == TERN_TYPE_Q4_K || type == TERN_TYPE_Q5_K)) {
-                snprintf(cl->names_ffn_v6[type], sizeof cl->names_ffn_v6[type], "ffn_grid_%s_q6_k",
-                         tern_cl_type_suffix(type));
-                st = make_kernel(cl, cl->names_ffn_v6[type], (size_t)t->mv_wgs, &cl->ffn_grid_v6[type], err);
+        for (int wide = 0; wide < 2 && t->ffn_grid && t->sync && (!wide || t->mv_wide); wide++)
+            for (int v6 = 0; v6 < 2 && st == TERN_OK; v6++) {
+                if (v6 && type != TERN_TYPE_Q4_K && type != TERN_TYPE_Q5_K)
+                    continue;
+                char *name = cl->names_ffn[wide][v6][type];
+                snprintf(name, sizeof cl->names_ffn[wide][v6][type], "ffn_grid_%s%s%s", wide ? "wide_" : "",
+                         tern_cl_type_suffix(type), v6 ? "_q6_k" : "");
+                st = make_kernel(cl, name, (size_t)(wide ? t->mv_wide : t->mv_wgs), &cl->ffn_grid[wide][v6][type],
+                                 err);
             }
-        }
         if (st == TERN_OK && t->mma) {
             snprintf(cl->names[5][type], sizeof cl->names[5][type], "matmul_mma_%s", tern_cl_type_suffix(type));
             st = make_kernel(cl, cl->names[5][type], mma_threads, &cl->matmul_mma[type], err);
@@ -723,7 +724,8 @@ void tern_cl_free(tern_cl *cl) {
     tern_cl_profile_log_free(cl);
     cl_kernel *typed[] = {cl->matvec,     cl->matmul,     cl->dequant,    cl->matvec3,
                           cl->matvec_glu, cl->matmul_mma, cl->matvec_res, cl->matvec3_rope,
-                          cl->matvec3_rope_v6, cl->matvec_wide, cl->matvec_glu_wide, cl->ffn_grid, cl->ffn_grid_v6};
+                          cl->matvec3_rope_v6, cl->matvec_wide, cl->matvec_glu_wide, cl->ffn_grid[0][0],
+                          cl->ffn_grid[0][1], cl->ffn_grid[1][0], cl->ffn_grid[1][1]};
     for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (typed[i][t])

@@ -160,18 +160,19 @@ struct tern_cl {
     cl_kernel matvec[TERN_TYPE_COUNT], matmul[TERN_TYPE_COUNT], dequant[TERN_TYPE_COUNT],
         matvec3[TERN_TYPE_COUNT], matvec_glu[TERN_TYPE_COUNT], matmul_mma[TERN_TYPE_COUNT],
         matvec_res[TERN_TYPE_COUNT], matvec3_rope[TERN_TYPE_COUNT], matvec_wide[TERN_TYPE_COUNT],
-        matvec_glu_wide[TERN_TYPE_COUNT], ffn_grid[TERN_TYPE_COUNT];
+        matvec_glu_wide[TERN_TYPE_COUNT];
     /* "matvec_q4_k": [0] matvec, [1] matmul, [2] dequant, [3] matvec3, [4] matvec_glu,
      * [5] matmul_mma (only where MMA is built), [6] matvec_res, [7] matvec3_rope, [8] matvec_wide
-     * and [9] matvec_glu_wide (only where MV_WIDE is built), [10] ffn_grid (only with FFN_GRID) */
-    char names[11][TERN_TYPE_COUNT][24];
+     * and [9] matvec_glu_wide (only where MV_WIDE is built) */
+    char names[10][TERN_TYPE_COUNT][24];
     /* matvec3_rope with a Q6_K v, by the type of q and k (Q4_K and Q5_K: the _M mixes' layers with
      * more bits in v), and their names; NULL for the other types */
     cl_kernel matvec3_rope_v6[TERN_TYPE_COUNT];
     char names_v6[TERN_TYPE_COUNT][28];
-    /* ffn_grid with a Q6_K down product, likewise (with FFN_GRID) */
-    cl_kernel ffn_grid_v6[TERN_TYPE_COUNT];
-    char names_ffn_v6[TERN_TYPE_COUNT][24];
+    /* persist.cl's ffn_grid (with FFN_GRID), by [wide][down Q6_K][type of gate and up]: wide, the
+     * groups of MV_WIDE (where built); down Q6_K, beside Q4_K or Q5_K (else the down of their type) */
+    cl_kernel ffn_grid[2][2][TERN_TYPE_COUNT];
+    char names_ffn[2][2][TERN_TYPE_COUNT][28];
     /* persist.cl's launches: grid_sync's words (zeroed once, kept), and whether a launch's groups
      * did not all run at once (then the persistent launches stop: tern_cl_finish says so once) */
     cl_mem grid_words;

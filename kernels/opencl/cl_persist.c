@@ -29,12 +29,10 @@ bool tern_cl_ffn(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_matrix *
         gate->n_rows != up->n_rows || down->n_parts != 1 || down->k != gate->n_rows || gate->k % 32 != 0 ||
         down->k % 32 != 0 || down->n_rows != gate->k)
         return false;
-    cl_kernel kernel = NULL;
-    const char *name = NULL;
-    if (down->type == gate->type)
-        kernel = cl->ffn_grid[gate->type], name = cl->names[10][gate->type];
-    else if (down->type == TERN_TYPE_Q6_K)
-        kernel = cl->ffn_grid_v6[gate->type], name = cl->names_ffn_v6[gate->type];
+    /* the groups of MV_WIDE for GLU rows of that many pieces, as tern_cl_matmul_glu takes them */
+    const int wide = tu->mv_wide && gate->k / 32 >= tu->mv_wide, v6 = down->type != gate->type;
+    cl_kernel kernel = !v6 || down->type == TERN_TYPE_Q6_K ? cl->ffn_grid[wide][v6][gate->type] : NULL;
+    const char *name = cl->names_ffn[wide][v6][gate->type];
     const cl_int n_ff = (cl_int)gate->n_rows, k = (cl_int)gate->k;
     /* the GLU's block counters, then the residual tail's */
     cl_mem counters = kernel ? tern_cl_counters(cl, (size_t)(n_ff + 31) / 32 + 1) : NULL;
@@ -50,7 +48,8 @@ bool tern_cl_ffn(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_matrix *
     const cl_int use_x8 = act8 != NULL;
     if (use_x8)
         tern_cl_x8_holds(cl, act, n_ff, 1);
-    const bool tail = res && down->n_rows <= tu->res_max && tu->mv_wgs >= 8;
+    const size_t wgs = (size_t)(wide ? tu->mv_wide : tu->mv_wgs);
+    const bool tail = res && down->n_rows <= tu->res_max && wgs >= 8;
     /* the tail's rounding goes to the buffer the GLU read x from: it runs after the barrier */
     cl_mem x8 = tail ? tern_cl_x8_for(cl, k, 1) : NULL;
     const tern_cl_residual_args none = {0};
@@ -60,7 +59,7 @@ bool tern_cl_ffn(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_matrix *
     const cl_mem xd = down_x8 ? act8 : act;
     const cl_uint flags = TERN_CL_GRID_FLAGS, spins = tern_cl_grid_spins(cl);
     const size_t units = (size_t)(cl->info.compute_units > 0 ? cl->info.compute_units : 1);
-    const size_t local[1] = {(size_t)tu->mv_wgs}, global[1] = {units * (size_t)tu->ffn_grid * local[0]};
+    const size_t local[1] = {wgs}, global[1] = {units * (size_t)tu->ffn_grid * wgs};
     const tern_cl_arg args[] = {
         TERN_CL_ARG(gate->parts[0].mem), TERN_CL_ARG(up->parts[0].mem), TERN_CL_ARG(row_bytes),
         TERN_CL_ARG(n_ff),               TERN_CL_ARG(k),                TERN_CL_ARG(xv),

@@ -16,14 +16,14 @@
  *   G; words: grid_sync's, zeroed once and kept (a launch leaves them ready for the next), with
  *   the count of groups that gave up waiting, which the host reads; block_count's counters 0
  *   between launches, as the kernel leaves them. Built with FFN_GRID (the host's work-groups per
- *   compute unit) and SYNC.
+ *   compute unit) and SYNC; ffn_grid_wide_<...> in groups of MV_WIDE where that is built.
  */
 #ifndef FFN_GRID
 #define FFN_GRID 0
 #endif
 #if FFN_GRID && SYNC
-#define FFN_GRID_KERNEL(name, type, type_d)                                                                   \
-    kernel __attribute__((reqd_work_group_size(MV_WGS, 1, 1))) void ffn_grid_##name(                           \
+#define FFN_GRID_WGS_KERNEL(name, suffix, type, type_d, wgs)                                                  \
+    kernel __attribute__((reqd_work_group_size(wgs, 1, 1))) void ffn_grid##suffix##name(                       \
         global const uchar *w_gate, global const uchar *w_up, const ulong row_bytes, const int n_ff,           \
         const int k, global const float *x, global float *act, const int gelu, global uchar *act8,             \
         const int use_x8, volatile global uint *block_count, global const uchar *w_down,                       \
@@ -31,22 +31,32 @@
         const uint flags, const uint spins, const int res, global float *y,                                   \
         global const float *nw, const float eps, global float *out, global uchar *x8, const int res_x8,        \
         const float ts, global const float *bw, const int use_bw) {                                            \
-        local float red_gate[LEAD_RED * MV_WGS], red_up[MV_ROWS * MV_WGS];                                     \
+        local float red_gate[LEAD_RED * wgs], red_up[MV_ROWS * wgs];                                           \
         local int flag;                                                                                        \
         const int g = get_group_id(0), groups = get_num_groups(0);                                             \
         const int units = (n_ff + MV_ROWS - 1) / MV_ROWS, units_d = (k + MV_ROWS - 1) / MV_ROWS;               \
         for (int u = g; u < units; u += groups)                                                                \
             matvec_glu_group(type, w_gate, w_up, row_bytes, n_ff, k, x, act, gelu, act8, use_x8, block_count, \
-                             red_gate, red_up, &flag, MV_WGS, NULL, 0, u);                                     \
+                             red_gate, red_up, &flag, wgs, NULL, 0, u);                                        \
         grid_sync(words, groups, flags, spins, &flag);                                                         \
         for (int u = g; u < units_d; u += groups)                                                              \
-            matvec(type_d, w_down, row_bytes_d, k, n_ff, xd, t, 0, red_gate, u, MV_WGS);                       \
+            matvec(type_d, w_down, row_bytes_d, k, n_ff, xd, t, 0, red_gate, u, wgs);                          \
         if (!res || g >= units_d ||                                                                            \
             !arrive_last(block_count + (n_ff + 31) / 32, (units_d - 1 - g) / groups + 1, units_d, &flag))      \
             return;                                                                                            \
         add_rmsnorm_row(y, t, nw, k, eps, out, ts, bw, use_bw, x8, (global half *)(x8 + k), res_x8, red_gate,  \
-                        MV_WGS);                                                                               \
+                        wgs);                                                                                  \
     }
+
+/* the plain ones in groups of MV_WGS and, with MV_WIDE, the wide ones (ffn_grid_wide_<name>: the
+ * host takes them for GLU rows of at least MV_WIDE pieces, as it takes matvec_glu_wide) */
+#if MV_WIDE
+#define FFN_GRID_KERNEL(name, type, type_d)                                                                   \
+    FFN_GRID_WGS_KERNEL(name, _, type, type_d, MV_WGS)                                                        \
+    FFN_GRID_WGS_KERNEL(name, _wide_, type, type_d, MV_WIDE)
+#else
+#define FFN_GRID_KERNEL(name, type, type_d) FFN_GRID_WGS_KERNEL(name, _, type, type_d, MV_WGS)
+#endif
 
 FFN_GRID_KERNEL(f32, T_F32, T_F32)
 FFN_GRID_KERNEL(f16, T_F16, T_F16)
