@@ -482,8 +482,9 @@ static void test_norm_lead(void **state) {
 /* One token's FFN through tern_cl_ffn on a handle built with `extra` (FFN_GRID) and through the
  * GLU and the down product's residual apart on one built with `extra0`, three tokens in a row
  * (grid_sync's generations and the counters move on), gate/up of `type` and down of `type_d`,
- * with the residual in the launch (width within RES_MAX) or after it: act, t, h and the norm's
- * output bit for bit (the same arithmetic in the same order), and a profile row named `row`
+ * with the residual in the launch (by its last group within RES_MAX, else by slices) or after it:
+ * act, t and h bit for bit (the same arithmetic in the same order), the norm's output within
+ * f32 rounding (the slices sum the squares in another order), and a profile row named `row`
  * where no matvec_glu ran. `late`: the persistent launch is
  * expected to find its groups not all running at once, so the first token's finish fails with
  * that and the handle goes on without it. */
@@ -545,14 +546,19 @@ static void check_ffn_grid(const char *extra, const char *extra0, uint32_t type,
         tern_cl_matrix_free(z, u);
         tern_cl_matrix_free(z, d);
     }
-    const char *what[4] = {"act", "t", "h", "the norm's output"};
-    for (int i = 0; i < 4; i++)
+    const char *what[3] = {"act", "t", "h"};
+    for (int i = 0; i < 3; i++)
         if (memcmp(got[0][i], got[1][i], sizeof(float) * (size_t)(i == 0 ? n_ff : k)))
             expect_close(what[i], got[0][i], got[1][i], i == 0 ? n_ff : k, 0.0f);
+    /* by slices (GRID_RES) the squares are summed in another order */
+    expect_close("the norm's output", got[0][3], got[1][3], k, 1e-5f);
     tern_cl_free(cl0);
     tern_cl_free(cl);
     if (!late && (!strstr(rec.text, row) || strstr(rec.text, "\n  matvec_glu_")))
         fail_msg("with %s: no '%s' row, or a matvec_glu launch: %s", extra, row, rec.text);
+    /* the residual by slices: no add_rmsnorm after the launch */
+    if (!late && strstr(extra, "RES_MAX=0") && !strstr(extra, "GRID_RES=0") && strstr(rec.text, "\n  add_rmsnorm "))
+        fail_msg("with %s: an add_rmsnorm launch: %s", extra, rec.text);
     free_weights(&wg);
     free_weights(&wu);
     free_weights(&wd);
@@ -563,7 +569,8 @@ static void check_ffn_grid(const char *extra, const char *extra0, uint32_t type,
 
 /* The FFN in one persistent launch (persist.cl, FFN_GRID) against its two launches: Q4_K with a
  * Q6_K down (Q4_K_M's layers) and Q8_0 throughout, f32 and int8 products, the residual in the
- * launch and after it (RES_MAX 0), the plain and the wide kernels; and where more groups are asked for than run at once (a CPU
+ * launch (by the last group, or over RES_MAX by slices) and after it (GRID_RES 0), the plain and
+ * the wide kernels; and where more groups are asked for than run at once (a CPU
  * device runs one per compute unit), an error at the finish, then the two launches. */
 static void test_ffn_grid(void **state) {
     (void)state;
@@ -572,6 +579,8 @@ static void test_ffn_grid(void **state) {
                    false);
     check_ffn_grid("-DFFN_GRID=1 -DDOT8=1 -DRES_MAX=0", "-DDOT8=1 -DRES_MAX=0", TERN_TYPE_Q8_0, TERN_TYPE_Q8_0,
                    "\n  ffn_grid_q8_0 ", false);
+    check_ffn_grid("-DFFN_GRID=1 -DDOT8=1 -DRES_MAX=0 -DGRID_RES=0", "-DDOT8=1 -DRES_MAX=0", TERN_TYPE_Q8_0,
+                   TERN_TYPE_Q8_0, "\n  add_rmsnorm ", false);
     /* rows of 8 pieces in groups of 8 (MV_WIDE): the wide kernels on both handles (matvec_res has
      * no wide form: the residual after the product, as on a 7B's 4096-wide rows over RES_MAX) */
     check_ffn_grid("-DFFN_GRID=1 -DDOT8=1 -DMV_WIDE=8 -DRES_MAX=0", "-DDOT8=1 -DMV_WIDE=8 -DRES_MAX=0",

@@ -75,6 +75,7 @@ typedef struct tern_cl_tunables {
     int sync; /* common.cl's SYNC: 0 ops in launches of their own, 1 mem_fence, 2 PTX fence */
     int res_max;      /* matvec_res for residuals up to this wide (host only) */
     int ffn_grid;     /* persist.cl's FFN_GRID: ffn_grid's work-groups per compute unit (0: not built) */
+    int grid_res;     /* ffn_grid's residual over RES_MAX spread over slices (host only) */
     int norm_lead;    /* fused.cl's NORM_LEAD: 1 the GLU, 2 matvec3_rope, 3 both run the residual before them */
     int norm_leads;   /* their most lead work-groups (host only) */
     int lead_flags;   /* fused.cl's LEAD_FLAGS: copies of the leads' done flag (kernel only) */
@@ -320,11 +321,13 @@ cl_mem tern_cl_product_input(tern_cl *cl, const tern_cl_matrix *w, cl_mem x, int
 /* tern_cl_launch for a kernel that only reads its x: what x8 holds stays valid. */
 void tern_cl_product_launch(tern_cl *cl, cl_kernel kernel, const char *name, int n_args, const tern_cl_arg *args,
                             cl_uint dims, const size_t *global, const size_t *local, uint64_t bytes);
-/* common.cl's grid_sync words: the flag copies from TERN_CL_GRID_FLAG, one line each, then the count
- * of groups that gave up waiting; TERN_CL_GRID_WORDS in all */
+/* common.cl's grid_sync words: the flag copies from TERN_CL_GRID_FLAG, one line each, the count
+ * of groups that gave up waiting, a line of the caller's, then TERN_CL_GRID_PARTS values the
+ * groups publish; TERN_CL_GRID_WORDS in all */
 #define TERN_CL_GRID_FLAG 32
 #define TERN_CL_GRID_LATE (TERN_CL_GRID_FLAG + 32 * TERN_CL_GRID_FLAGS)
-#define TERN_CL_GRID_WORDS (TERN_CL_GRID_LATE + 32)
+#define TERN_CL_GRID_PARTS 64
+#define TERN_CL_GRID_WORDS (TERN_CL_GRID_LATE + 32 + TERN_CL_GRID_PARTS)
 /* grid_sync's polls before a group gives up */
 cl_uint tern_cl_grid_spins(const tern_cl *cl);
 /* tern_cl_finish's part: before the queue's finish, the read of the persistent launches' late

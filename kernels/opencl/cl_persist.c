@@ -49,17 +49,27 @@ bool tern_cl_ffn(tern_cl *cl, const tern_cl_matrix *gate, const tern_cl_matrix *
     if (use_x8)
         tern_cl_x8_holds(cl, act, n_ff, 1);
     const size_t wgs = (size_t)(wide ? tu->mv_wide : tu->mv_wgs);
-    const bool tail = res && down->n_rows <= tu->res_max && wgs >= 8;
+    const size_t units = (size_t)(cl->info.compute_units > 0 ? cl->info.compute_units : 1);
+    const size_t groups = units * (size_t)tu->ffn_grid;
+    /* the residual in the launch: by its last group within RES_MAX (1), else spread over slices of
+     * its first groups after a barrier (2: GRID_RES; not with a branch norm, whose sum spans the
+     * row before the add) */
+    const size_t slices = ((size_t)k / 4 + (size_t)tu->norm_held * wgs - 1) / ((size_t)tu->norm_held * wgs);
+    const int mode = !res || wgs < 8                ? 0
+                     : down->n_rows <= tu->res_max ? 1
+                     : tu->grid_res && !res->bw && k % 32 == 0 && slices <= TERN_CL_GRID_PARTS && slices <= groups
+                         ? 2
+                         : 0;
+    const bool tail = mode != 0;
     /* the tail's rounding goes to the buffer the GLU read x from: it runs after the barrier */
     cl_mem x8 = tail ? tern_cl_x8_for(cl, k, 1) : NULL;
     const tern_cl_residual_args none = {0};
     const tern_cl_residual_args *r = tail ? res : &none;
-    const cl_int ge = gelu, use_res = tail, res_x8 = x8 != NULL, use_bw = r->bw != NULL;
+    const cl_int ge = gelu, use_res = mode, res_x8 = x8 != NULL, use_bw = r->bw != NULL;
     const cl_ulong row_bytes = gate->row_bytes, row_bytes_d = down->row_bytes;
     const cl_mem xd = down_x8 ? act8 : act;
     const cl_uint flags = TERN_CL_GRID_FLAGS, spins = tern_cl_grid_spins(cl);
-    const size_t units = (size_t)(cl->info.compute_units > 0 ? cl->info.compute_units : 1);
-    const size_t local[1] = {wgs}, global[1] = {units * (size_t)tu->ffn_grid * wgs};
+    const size_t local[1] = {wgs}, global[1] = {groups * wgs};
     const tern_cl_arg args[] = {
         TERN_CL_ARG(gate->parts[0].mem), TERN_CL_ARG(up->parts[0].mem), TERN_CL_ARG(row_bytes),
         TERN_CL_ARG(n_ff),               TERN_CL_ARG(k),                TERN_CL_ARG(xv),

@@ -149,6 +149,9 @@ static tern_status resolve_tunables(tern_cl *cl, const tern_opencl_params *p, bu
         /* the FFN of a decode token in one persistent launch of this many work-groups per compute
          * unit (persist.cl; with SYNC): 0 (not built) until measured on a GPU */
         {"FFN_GRID", &t->ffn_grid, 0, false, 0, 16},
+        /* its residual wider than RES_MAX in the launch too, by slices after a barrier (0: the
+         * add_rmsnorm launch after it) */
+        {"GRID_RES", &t->grid_res, 1, false, 0, 1},
         /* the GLU (1), matvec3_rope (2) or both (3) run the residual before them in their first
          * work-group, the others waiting for it after their first loads (fused.cl; with SYNC) */
         {"NORM_LEAD", &t->norm_lead, 0, false, 0, 3},

@@ -507,7 +507,11 @@ static inline uint lead_arrive(volatile global uint *word, const uint total) {
 #define GRID_FLAG 32
 #define GRID_FLAGS 16
 #define GRID_LATE (GRID_FLAG + 32 * GRID_FLAGS)
-#define GRID_WORDS (GRID_LATE + 32) /* [GRID_LATE + 1 ...]: the caller's own counts */
+/* [GRID_LATE + 1 ...]: the caller's own counts; [GRID_PART + i]: a value per group (up to
+ * GRID_PARTS) that the groups publish before a barrier and read after it */
+#define GRID_PART (GRID_LATE + 32)
+#define GRID_PARTS 64
+#define GRID_WORDS (GRID_PART + GRID_PARTS)
 static inline bool grid_sync(volatile global uint *words, const uint total, const uint flags, const uint spins,
                              local int *ok) {
     device_fence();

@@ -89,12 +89,16 @@ done
 
 # the FFN in one persistent launch (FFN_GRID: the GLU, a barrier, the down product and its
 # residual), with 8-bit products: every architecture's FFN (gemma2's GELU and branch norms,
-# granite's scales, Q4_K_M's Q6_K down products)
-for g in test_golden test_golden_arch; do
-    if TERN_TEST_BACKEND=opencl TERN_OPENCL_OPTIONS="-DDOT8=1 -DFFN_GRID=1" "$BUILD/tests/$g" >"$tmp/golden" 2>&1; then
-        ok "$g with the FFN in one persistent launch (FFN_GRID)"
+# granite's scales) with the residual by the launch's last group; the llama's (Q4_K_M's Q6_K down
+# products) with it over RES_MAX, by slices after a second barrier (golden_arch counts launches
+# against a budget that RES_MAX=0 exceeds)
+for run in "test_golden -DRES_MAX=0" "test_golden_arch"; do
+    g=${run%% *}
+    opts="-DDOT8=1 -DFFN_GRID=1${run#$g}"
+    if TERN_TEST_BACKEND=opencl TERN_OPENCL_OPTIONS="$opts" "$BUILD/tests/$g" >"$tmp/golden" 2>&1; then
+        ok "$g with the FFN in one persistent launch ($opts)"
     else
-        fail "$g with the FFN in one persistent launch (FFN_GRID)"
+        fail "$g with the FFN in one persistent launch ($opts)"
         tail -20 "$tmp/golden"
     fi
 done
