@@ -349,7 +349,9 @@ static tern_cl *probe_open(const tern_cl *cl, char *why, size_t cap) {
     p->attention_tiled = p->attention_mma = p->mma_x_half = p->mma_x8 = NULL;
     p->tile = p->ids = p->att_part = p->x8[0] = p->x8[1] = p->x8_of = p->counters = NULL;
     p->xh = p->xi = (tern_cl_rounded){0};
-    p->lead_words = NULL; /* its own, were it to run a lead (it runs no decode step) */
+    p->lead_words = p->grid_words = NULL; /* its own, were it to run a lead or a persistent launch (it
+                                           * runs no decode step) */
+    p->grid_pending = false;
     p->lead.owed = false;
     p->tile_bytes = p->ids_bytes = p->att_part_bytes = p->x8_bytes[0] = p->x8_bytes[1] = p->counters_bytes = 0;
     p->bytes = 0;
