@@ -25,6 +25,20 @@
 #define BW_VECS 32
 #define GRID_WRONG (GRID_LATE + 1)
 
+/* The group's loads XOR-ed together into out[group]: every load is used, none is dead code. */
+static inline void xor_out(const uint4 acc, local uint *red, global uint *out) {
+    const uint lid = get_local_id(0);
+    red[lid] = acc.x ^ acc.y ^ acc.z ^ acc.w;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = get_local_size(0) / 2; s > 0; s /= 2) {
+        if (lid < s)
+            red[lid] ^= red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0)
+        out[get_group_id(0)] = red[0];
+}
+
 kernel void read_bw(global const uint4 *src, const ulong first, const uint n_items, global uint *out,
                     local uint *red) {
     const uint i = get_global_id(0), lid = get_local_id(0);
@@ -35,15 +49,7 @@ kernel void read_bw(global const uint4 *src, const ulong first, const uint n_ite
         for (uint j = 0; j < BW_VECS; j++)
             acc ^= src[i + (size_t)j * n_items];
     }
-    red[lid] = acc.x ^ acc.y ^ acc.z ^ acc.w;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = get_local_size(0) / 2; s > 0; s /= 2) {
-        if (lid < s)
-            red[lid] ^= red[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0)
-        out[get_group_id(0)] = red[0];
+    xor_out(acc, red, out);
 }
 
 kernel void read_bw_phases(global const uint4 *src, const uint n_items, const uint phases,
@@ -67,13 +73,5 @@ kernel void read_bw_phases(global const uint4 *src, const uint n_items, const ui
         if (lid == 0 && seen[(g + 1) % groups] < p + 1)
             atomic_inc(words + GRID_WRONG);
     }
-    red[lid] = acc.x ^ acc.y ^ acc.z ^ acc.w;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = get_local_size(0) / 2; s > 0; s /= 2) {
-        if (lid < s)
-            red[lid] ^= red[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0)
-        out[g] = red[0];
+    xor_out(acc, red, out);
 }

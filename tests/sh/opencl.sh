@@ -74,34 +74,27 @@ else
     tail -20 "$tmp/golden"
 fi
 
-# the residual run by the next product's lead work-group (NORM_LEAD) wherever a residual is not
-# finished by its product (RES_MAX=0), with 8-bit products: every architecture's residuals and
-# the products they feed (qwen3's q/k norms, gemma2's branch norms, granite's scales)
-for g in test_golden test_golden_arch; do
-    if TERN_TEST_BACKEND=opencl TERN_OPENCL_OPTIONS="-DDOT8=1 -DRES_MAX=0 -DNORM_LEAD=3" "$BUILD/tests/$g" \
-        >"$tmp/golden" 2>&1; then
-        ok "$g with the residuals run by the products' lead work-groups (NORM_LEAD)"
+# Switches that change how decode's steps meet, each with 8-bit products over the golden tests:
+# - the residual run by the next product's lead work-groups (NORM_LEAD) wherever a residual is not
+#   finished by its product (RES_MAX=0): every architecture's residuals and the products they feed
+#   (qwen3's q/k norms, gemma2's branch norms, granite's scales);
+# - the FFN in one persistent launch (FFN_GRID: the GLU, a barrier, the down product and its
+#   residual): every architecture's FFN with the residual by the launch's last group, and the
+#   llama's (Q4_K_M's Q6_K down products) with it over RES_MAX, by slices after a second barrier
+#   (golden_arch counts launches against a budget that RES_MAX=0 exceeds without NORM_LEAD).
+while IFS='|' read -r g opts what; do
+    if TERN_TEST_BACKEND=opencl TERN_OPENCL_OPTIONS="-DDOT8=1 $opts" "$BUILD/tests/$g" </dev/null >"$tmp/golden" 2>&1; then
+        ok "$g with $what ($opts)"
     else
-        fail "$g with the residuals run by the products' lead work-groups (NORM_LEAD)"
+        fail "$g with $what ($opts)"
         tail -20 "$tmp/golden"
     fi
-done
-
-# the FFN in one persistent launch (FFN_GRID: the GLU, a barrier, the down product and its
-# residual), with 8-bit products: every architecture's FFN (gemma2's GELU and branch norms,
-# granite's scales) with the residual by the launch's last group; the llama's (Q4_K_M's Q6_K down
-# products) with it over RES_MAX, by slices after a second barrier (golden_arch counts launches
-# against a budget that RES_MAX=0 exceeds)
-for run in "test_golden -DRES_MAX=0" "test_golden_arch"; do
-    g=${run%% *}
-    opts="-DDOT8=1 -DFFN_GRID=1${run#$g}"
-    if TERN_TEST_BACKEND=opencl TERN_OPENCL_OPTIONS="$opts" "$BUILD/tests/$g" >"$tmp/golden" 2>&1; then
-        ok "$g with the FFN in one persistent launch ($opts)"
-    else
-        fail "$g with the FFN in one persistent launch ($opts)"
-        tail -20 "$tmp/golden"
-    fi
-done
+done <<'RUNS'
+test_golden|-DRES_MAX=0 -DNORM_LEAD=3|the residuals run by the products' lead work-groups
+test_golden_arch|-DRES_MAX=0 -DNORM_LEAD=3|the residuals run by the products' lead work-groups
+test_golden|-DFFN_GRID=1 -DRES_MAX=0|the FFN in one persistent launch
+test_golden_arch|-DFFN_GRID=1|the FFN in one persistent launch
+RUNS
 
 if TERN_TEST_BACKEND=opencl "$BUILD/tests/test_golden_arch" >"$tmp/golden_arch" 2>&1; then
     ok "golden tests of qwen3, gemma2, phi3, granite on the OpenCL backend"
