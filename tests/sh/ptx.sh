@@ -6,6 +6,7 @@
 #    there, so no function that takes a weight type may be left as a function), and with
 #    INLINE=0 UNROLL=0;
 #  - with MV_WIDE=128 the wide decode products and GLUs (matvec_wide_<type>) are built too;
+#  - with FFN_GRID the persistent FFN kernels, their barrier's polls and fences in the PTX;
 #  - attention_mma carries its instructions (mma.sync, shfl.sync) and keeps its fragments and
 #    accumulators in registers: no local-memory depot, which a loop over a register array that
 #    the compiler does not unroll puts there (a silent slowdown; its loops say #pragma unroll);
@@ -48,6 +49,20 @@ if grep -q "^\.entry matvec_wide_q4_k(" "$tmp/program.ptx" && grep -q "^\.entry 
     ok "MV_WIDE=128: the wide products and GLUs are built"
 else
     fail "MV_WIDE=128: no matvec_wide_q4_k or matvec_glu_wide_q6_k in the PTX"
+fi
+# FFN_GRID (off by default until measured on a GPU): the FFN's persistent kernels, plain and wide,
+# with grid_sync's polls and device-scope fences
+if $cc1 $defaults -DFFN_GRID=4 -S -o "$tmp/grid.ptx" "$tmp/program.cl" >"$tmp/clang.log" 2>&1; then
+    grid=$(awk 'index($0, ".entry ffn_grid_wide_q4_k_q6_k(") == 1 { on = 1 } on { print } on && /^}/ { exit }' "$tmp/grid.ptx")
+    if grep -q "^\.entry ffn_grid_q4_k_q6_k(" "$tmp/grid.ptx" && echo "$grid" | grep -q "nanosleep" &&
+        echo "$grid" | grep -q "fence.acq_rel.gpu"; then
+        ok "FFN_GRID=4: ffn_grid_q4_k_q6_k and ffn_grid_wide_q4_k_q6_k built, with nanosleep and fence.acq_rel.gpu"
+    else
+        fail "FFN_GRID=4: no ffn_grid_q4_k_q6_k, or ffn_grid_wide_q4_k_q6_k without nanosleep and fence.acq_rel.gpu"
+    fi
+else
+    cat "$tmp/clang.log"
+    fail "FFN_GRID=4: the program does not compile for nvptx64"
 fi
 # kernel_lines NAME: the PTX of one kernel
 kernel_lines() { awk -v k=".entry $1(" 'index($0, k) == 1 { on = 1 } on { print } on && /^}/ { exit }' "$tmp/program.ptx"; }
