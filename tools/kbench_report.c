@@ -415,6 +415,7 @@ static void cl_sync_rows(tern_kbench_state *s, tern_cl *cl) {
     if (!tern_kbench_wanted(s, "sync", NULL))
         return;
     static const int per_unit[] = {1, 2, 4};
+    static const char *const types[] = {"grid x1", "grid x2", "grid x4"};
     const int steps = s->quick ? 8 : 32, reps = s->quick ? 3 : s->full ? 15 : 7;
     for (int mi = -1; mi < tern_kbench_n_models(s); mi++) {
         const tern_kbench_model *ms = mi >= 0 ? &tern_kbench_models[mi] : NULL;
@@ -440,7 +441,7 @@ static void cl_sync_rows(tern_kbench_state *s, tern_cl *cl) {
             snprintf(r.shape, sizeof r.shape, "%s", shape);
             if (u == 0) /* the launches do not depend on the persistent launch's groups */
                 cl_row(s, &r, (tern_kbench_time){c.launch_s, c.launch_s, c.reps, 0}, (double)c.phase_bytes, 0, true);
-            r.type = u == 0 ? "grid x1" : u == 1 ? "grid x2" : "grid x4";
+            r.type = types[u];
             cl_row(s, &r, (tern_kbench_time){c.phase_s, c.phase_s, c.reps, 0}, (double)c.phase_bytes, 0, true);
         }
     }

@@ -15,8 +15,9 @@
  *   src, in one launch of a few work-groups per compute unit that all run at once, each work-item
  *   taking every (launch size)-th item of a phase, with grid_sync (common.cl) between phases: what
  *   a step costs in a persistent launch, beside read_bw's launch per step. It checks its barrier:
- *   in phase p each group writes p + 1 to its slot of seen[] and, after the barrier, counts a
- *   neighbour's slot under p + 1 in words[GRID_WRONG] (a neighbour may already be a phase on).
+ *   in phase p each group writes base + p + 1 to its slot of seen[] and, after the barrier, counts
+ *   a neighbour's slot under that in words[GRID_WRONG] (the host moves base on by `phases` each
+ *   launch, so every launch's steps are checked) (a neighbour may already be a phase on).
  *   Preconditions: src holds phases * BW_VECS * n_items uint4; out holds a uint per group, seen
  *   one per group; words as grid_sync's, zeroed; the local size is a power of two.
  */
@@ -54,7 +55,7 @@ kernel void read_bw(global const uint4 *src, const ulong first, const uint n_ite
 
 kernel void read_bw_phases(global const uint4 *src, const uint n_items, const uint phases,
                            volatile global uint *words, const uint flags, const uint spins, global uint *out,
-                           volatile global uint *seen, local uint *red) {
+                           volatile global uint *seen, const uint base, local uint *red) {
     const uint lid = get_local_id(0), g = get_group_id(0), groups = get_num_groups(0);
     const uint stride = get_global_size(0);
     local int ok;
@@ -67,10 +68,10 @@ kernel void read_bw_phases(global const uint4 *src, const uint n_items, const ui
                 acc ^= s[i + (size_t)j * n_items];
         }
         if (lid == 0)
-            seen[g] = p + 1;
+            seen[g] = base + p + 1;
         if (!grid_sync(words, groups, flags, spins, &ok))
             break;
-        if (lid == 0 && seen[(g + 1) % groups] < p + 1)
+        if (lid == 0 && seen[(g + 1) % groups] < base + p + 1)
             atomic_inc(words + GRID_WRONG);
     }
     xor_out(acc, red, out);

@@ -14,10 +14,8 @@
 #define BW_MAX_LOCAL 256 /* work-group size, when the kernel allows it */
 #define BW_MAX_REPS 100
 #define STAGING_BYTES ((size_t)16 << 20)
-/* bandwidth.cl's count of a step's stores unseen, after grid_sync's words */
-#define GRID_LATE TERN_CL_GRID_LATE
+/* bandwidth.cl's count of a step's stores unseen, after grid_sync's late count */
 #define GRID_WRONG (TERN_CL_GRID_LATE + 1)
-#define GRID_WORDS TERN_CL_GRID_WORDS
 
 /* The work-group size: the largest power of two up to BW_MAX_LOCAL the compiled kernel allows. */
 static size_t local_size(tern_cl *cl, cl_kernel kernel) {
@@ -135,16 +133,18 @@ tern_status tern_cl_read_bandwidth(tern_cl *cl, size_t bytes, size_t chunk, int 
     return st;
 }
 
-/* One launch of read_bw_phases: `groups` work-groups over `phases` steps of n_items each. */
+/* One launch of read_bw_phases: `groups` work-groups over `phases` steps of n_items each, seen[]
+ * holding `base` or less before it. */
 static void launch_phases(tern_cl *cl, cl_mem src, cl_uint n_items, int phases, cl_mem words, int flags,
-                          cl_mem sums, cl_mem seen, size_t groups, size_t local) {
+                          cl_mem sums, cl_mem seen, cl_uint base, size_t groups, size_t local) {
     const cl_uint spins = tern_cl_grid_spins(cl), n_phases = (cl_uint)phases,
                   n_flags = (cl_uint)flags;
-    const tern_cl_arg args[] = {TERN_CL_ARG(src),   TERN_CL_ARG(n_items), TERN_CL_ARG(n_phases),
+    const tern_cl_arg args[] = {TERN_CL_ARG(src),  TERN_CL_ARG(n_items), TERN_CL_ARG(n_phases),
                                 TERN_CL_ARG(words), TERN_CL_ARG(n_flags), TERN_CL_ARG(spins),
-                                TERN_CL_ARG(sums),  TERN_CL_ARG(seen),    {local * sizeof(cl_uint), NULL}};
+                                TERN_CL_ARG(sums), TERN_CL_ARG(seen),    TERN_CL_ARG(base),
+                                {local * sizeof(cl_uint), NULL}};
     const size_t global[1] = {groups * local};
-    tern_cl_launch(cl, cl->read_bw_phases, "read_bw_phases", 9, args, 1, global, &local,
+    tern_cl_launch(cl, cl->read_bw_phases, "read_bw_phases", 10, args, 1, global, &local,
                    (uint64_t)n_items * BW_VECS * 16 * (uint64_t)phases);
 }
 
@@ -174,7 +174,7 @@ tern_status tern_cl_measure_phases(tern_cl *cl, size_t phase_bytes, int phases, 
     const size_t units = cl->info.compute_units > 0 ? (size_t)cl->info.compute_units : 1;
     const size_t groups = units * (size_t)groups_per_unit;
     const size_t sums_bytes = (n_groups > groups ? n_groups : groups) * sizeof(cl_uint);
-    cl_uint words_host[GRID_WORDS] = {0};
+    cl_uint words_host[TERN_CL_GRID_WORDS] = {0};
     cl_mem src = NULL, sums = NULL, seen = NULL, words = NULL;
     tern_status st = tern_cl_alloc(cl, bytes, NULL, &src, err);
     if (st == TERN_OK)
@@ -196,7 +196,8 @@ tern_status tern_cl_measure_phases(tern_cl *cl, size_t phase_bytes, int phases, 
         st = tern_cl_finish(cl, err);
         const double t1 = tern_now_s();
         if (st == TERN_OK) {
-            launch_phases(cl, src, n_items, phases, words, flags, sums, seen, groups, local);
+            launch_phases(cl, src, n_items, phases, words, flags, sums, seen, (cl_uint)((r + 1) * phases), groups,
+                          local);
             st = tern_cl_finish(cl, err);
         }
         if (r >= 0) {
@@ -205,11 +206,11 @@ tern_status tern_cl_measure_phases(tern_cl *cl, size_t phase_bytes, int phases, 
         }
         if (st == TERN_OK)
             st = tern_cl_read(cl, words, 0, sizeof words_host, words_host, err);
-        if (st == TERN_OK && words_host[GRID_LATE])
+        if (st == TERN_OK && words_host[TERN_CL_GRID_LATE])
             st = tern_error_set(err, TERN_ERR_UNSUPPORTED,
                                 "phases: %u of %zu work-groups gave up waiting at the barrier: %s did not run "
                                 "%zu groups of %zu at once",
-                                words_host[GRID_LATE], groups, cl->info.name, groups, local);
+                                words_host[TERN_CL_GRID_LATE], groups, cl->info.name, groups, local);
         else if (st == TERN_OK && words_host[GRID_WRONG])
             st = tern_error_set(err, TERN_ERR_BACKEND,
                                 "phases: %u times a work-group did not see another's store of the step before the "
